@@ -1,0 +1,55 @@
+//! `cargo xtask`: the project's automation, in Rust (the cargo-xtask pattern).
+//!
+//! One module per subcommand; the logic they run lives in library crates and in
+//! the `rstar` binary, so this crate stays a thin orchestrator.
+
+mod bench;
+mod ci;
+mod train;
+mod util;
+mod venv;
+
+use anyhow::{Result, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [args]
+
+commands:
+  train [ARGS]      run the rStar2-Agent recipe (SFT, then staged GRPO-RoC); embedded default when given nothing
+  ci                formatting, clippy with warnings denied, the tidy check and all tests (what .ci/run calls)
+  bench NAME        run a benchmark against its peer, side by side (`cargo xtask bench` lists them)
+  venv              create or update the Python virtualenv under target/venv that tests and benchmarks use
+";
+
+fn main() -> std::process::ExitCode {
+    match dispatch() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let Some(cmd) = args.next() else {
+        print!("{USAGE}");
+        bail!("no command given");
+    };
+    let rest: Vec<String> = args.collect();
+    match cmd.as_str() {
+        "ci" => ci::run(&rest),
+        "train" => train::run(&rest),
+        "bench" => bench::run(&rest),
+        "venv" => venv::ensure().map(|py| println!("{}", py.display())),
+        "-h" | "--help" | "help" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => {
+            print!("{USAGE}");
+            bail!("unknown command `{other}`")
+        }
+    }
+}

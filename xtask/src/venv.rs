@@ -1,0 +1,53 @@
+//! The Python virtualenv under `target/venv` that tests and benchmarks use.
+//!
+//! Created with `python3 -m venv` and filled from `xtask/requirements.txt`; a
+//! stamp file holding the installed requirements makes the step a no-op when
+//! nothing changed, so `cargo xtask ci` is cheap to rerun.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+
+use crate::util::{root, step};
+
+/// Makes sure the virtualenv exists with every requirement installed and
+/// returns the path of its Python interpreter.
+pub fn ensure() -> Result<PathBuf> {
+    let root = root();
+    let venv = root.join("target").join("venv");
+    let python = venv.join("bin").join("python");
+    let req_path = root.join("xtask").join("requirements.txt");
+    let wanted = std::fs::read_to_string(&req_path)
+        .with_context(|| format!("reading {}", req_path.display()))?;
+    let stamp = venv.join(".rstar-requirements");
+    if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
+        return Ok(python);
+    }
+    if !python.exists() {
+        let host = std::env::var("RSTAR_HOST_PYTHON").unwrap_or_else(|_| "python3".into());
+        step(
+            "create virtualenv",
+            Command::new(&host).args(["-m", "venv"]).arg(&venv),
+        )
+        .with_context(|| {
+            format!("`{host} -m venv` failed: install Python 3 with venv (Debian: python3-venv)")
+        })?;
+    }
+    step(
+        "install Python requirements",
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(&req_path),
+    )
+    .context("pip could not install xtask/requirements.txt (is PyPI reachable?)")?;
+    std::fs::write(&stamp, wanted)?;
+    Ok(python)
+}
