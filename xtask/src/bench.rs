@@ -3,7 +3,9 @@
 
 use anyhow::{Result, bail};
 
-/// Every benchmark: its name and what it compares.
+/// Every benchmark: its name and what it compares. Each arm of `run` calls
+/// `venv::ensure_bench()` first when it needs a Python peer. Each arm of `run` calls
+/// `venv::ensure_bench()` first when it needs a Python peer.
 const BENCHES: &[(&str, &str)] = &[];
 
 pub fn run(args: &[String]) -> Result<()> {

@@ -18,7 +18,7 @@ commands:
   train [ARGS]      run the rStar2-Agent recipe (SFT, then staged GRPO-RoC); embedded default when given nothing
   ci                formatting, clippy with warnings denied, the tidy check and all tests (what .ci/run calls)
   bench NAME        run a benchmark against its peer, side by side (`cargo xtask bench` lists them)
-  venv              create or update the Python virtualenv under target/venv that tests and benchmarks use
+  venv              create or update the Python virtualenv under target/venv (test and bench requirements)
 ";
 
 fn main() -> std::process::ExitCode {
@@ -42,7 +42,7 @@ fn dispatch() -> Result<()> {
         "ci" => ci::run(&rest),
         "train" => train::run(&rest),
         "bench" => bench::run(&rest),
-        "venv" => venv::ensure().map(|py| println!("{}", py.display())),
+        "venv" => venv::ensure_bench().map(|py| println!("{}", py.display())),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
             Ok(())

@@ -11,16 +11,27 @@ use anyhow::{Context, Result};
 
 use crate::util::{root, step};
 
-/// Makes sure the virtualenv exists with every requirement installed and
-/// returns the path of its Python interpreter.
+/// Makes sure the virtualenv exists with every test requirement
+/// (`xtask/requirements.txt`) installed and returns its Python interpreter.
 pub fn ensure() -> Result<PathBuf> {
+    ensure_file("requirements.txt")
+}
+
+/// Like [`ensure`], plus the benchmark-only peers of `xtask/requirements-bench.txt`
+/// (heavier packages that CI never needs).
+pub fn ensure_bench() -> Result<PathBuf> {
+    ensure()?;
+    ensure_file("requirements-bench.txt")
+}
+
+fn ensure_file(name: &str) -> Result<PathBuf> {
     let root = root();
     let venv = root.join("target").join("venv");
     let python = venv.join("bin").join("python");
-    let req_path = root.join("xtask").join("requirements.txt");
+    let req_path = root.join("xtask").join(name);
     let wanted = std::fs::read_to_string(&req_path)
         .with_context(|| format!("reading {}", req_path.display()))?;
-    let stamp = venv.join(".rstar-requirements");
+    let stamp = venv.join(format!(".rstar-{name}"));
     if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
         return Ok(python);
     }
