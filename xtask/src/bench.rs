@@ -4,17 +4,134 @@
 use anyhow::{Result, bail};
 
 /// Every benchmark: its name and what it compares. Each arm of `run` calls
-/// `venv::ensure_bench()` first when it needs a Python peer. Each arm of `run` calls
 /// `venv::ensure_bench()` first when it needs a Python peer.
-const BENCHES: &[(&str, &str)] = &[];
+const BENCHES: &[(&str, &str)] = &[
+    (
+        "roc",
+        "rstar-roc vs the reference RoC rule in plain Python: a 15K-trace step (parse, penalties, selection), agreement",
+    ),
+    (
+        "verifier",
+        "rstar-verifier vs HF math-verify: answers/s (1 thread, rayon), `rstar verify` whole process, agreement",
+    ),
+    (
+        "policy",
+        "rstar-policy (flex) vs PyTorch on the same weights: prefill and decode tok/s, a training step (fwd+bwd)",
+    ),
+    (
+        "toolenv",
+        "rstar-toolenv zygote pool vs spawn-per-call: calls/s, p50/p99 for print(1) and a sympy import",
+    ),
+    (
+        "toolenv-server",
+        "rstar-toolserver: calls/s, p50/p99 at 1, 64, 1024 concurrent callers, HTTP /run and the batching client vs the in-process pool",
+    ),
+    (
+        "scheduler",
+        "rstar-scheduler simulator, rstar2-agent-64gpu over 5 seeds: kv-aware and least-requests vs static (makespan, GPU idle)",
+    ),
+    (
+        "grpo",
+        "rstar-grpo (flex) vs verl's formulas in PyTorch and numpy: advantages, loss forward, forward+backward",
+    ),
+];
 
 pub fn run(args: &[String]) -> Result<()> {
     let Some(name) = args.first() else {
         list();
         bail!("name a benchmark");
     };
-    #[allow(clippy::match_single_binding)] // reason: one arm per benchmark as they land
     match name.as_str() {
+        "verifier" => {
+            let python = crate::venv::ensure_bench()?;
+            let root = crate::util::root();
+            crate::util::step(
+                "build rstar (release)",
+                crate::util::cargo().args([
+                    "build",
+                    "--release",
+                    "-p",
+                    "rstar-agent",
+                    "--bin",
+                    "rstar",
+                ]),
+            )?;
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+            crate::util::step(
+                "bench rstar-verifier against math-verify",
+                crate::util::cargo()
+                    .args(["bench", "-p", "rstar-verifier", "--bench", "verifier"])
+                    .env("RSTAR_PYTHON", python)
+                    .env("RSTAR_PEER", root.join("xtask/bench/verifier_peer.py"))
+                    .env("RSTAR_BIN", target.join("release").join("rstar")),
+            )
+        }
+        "policy" => {
+            let python = crate::venv::ensure_bench()?;
+            crate::util::step(
+                "bench rstar-policy against PyTorch",
+                crate::util::cargo()
+                    .args([
+                        "bench",
+                        "-p",
+                        "rstar-policy",
+                        "--bench",
+                        "policy",
+                        "--features",
+                        "flex",
+                    ])
+                    .env("RSTAR_PYTHON", python),
+            )
+        }
+        "toolenv" => {
+            let python = crate::venv::ensure()?;
+            crate::util::step(
+                "bench rstar-toolenv: zygote pool vs spawn-per-call",
+                crate::util::cargo()
+                    .args(["bench", "-p", "rstar-toolenv", "--bench", "toolenv"])
+                    .env("RSTAR_PYTHON", python),
+            )
+        }
+        "toolenv-server" => {
+            let python = crate::venv::ensure()?;
+            crate::util::step(
+                "bench rstar-toolserver: local server vs the in-process pool",
+                crate::util::cargo()
+                    .args([
+                        "bench",
+                        "-p",
+                        "rstar-toolserver",
+                        "--bench",
+                        "toolenv_server",
+                    ])
+                    .env("RSTAR_PYTHON", python),
+            )
+        }
+        "scheduler" => crate::util::step(
+            "bench rstar-scheduler: dispatch policies against static",
+            crate::util::cargo().args(["bench", "-p", "rstar-scheduler", "--bench", "simulate"]),
+        ),
+        "roc" => {
+            let python = crate::venv::ensure()?;
+            let root = crate::util::root();
+            crate::util::step(
+                "bench rstar-roc against the reference rule in Python",
+                crate::util::cargo()
+                    .args(["bench", "-p", "rstar-roc", "--bench", "roc"])
+                    .env("RSTAR_PYTHON", python)
+                    .env("RSTAR_PEER", root.join("xtask/bench/roc_peer.py")),
+            )
+        }
+        "grpo" => {
+            let python = crate::venv::ensure_bench()?;
+            crate::util::step(
+                "bench rstar-grpo against verl's formulas (PyTorch, numpy)",
+                crate::util::cargo()
+                    .args(["bench", "-p", "rstar-grpo", "--bench", "grpo"])
+                    .env("RSTAR_PYTHON", python),
+            )
+        }
         other => {
             list();
             bail!("unknown benchmark `{other}`")

@@ -4,7 +4,9 @@
 //! 2. tidy: every `.rs` file opens with a `//!` line;
 //! 3. `cargo fmt --check`;
 //! 4. `cargo clippy --workspace --all-targets` with warnings denied;
-//! 5. `cargo test --workspace`, doctests included, with `RSTAR_PYTHON` set.
+//! 5. `cargo check` of the policy with the `wgpu` backend (building and running
+//!    it on lavapipe takes too long for CI: `cargo xtask test-wgpu` does that);
+//! 6. `cargo test --workspace`, doctests included, with `RSTAR_PYTHON` set.
 
 use std::path::Path;
 use std::time::Instant;
@@ -29,6 +31,18 @@ fn run_ci() -> Result<()> {
             "--",
             "-D",
             "warnings",
+        ]),
+    )?;
+    step(
+        "type-check the wgpu backend",
+        cargo().args([
+            "check",
+            "-p",
+            "rstar-policy",
+            "--features",
+            "wgpu",
+            "--all-targets",
+            "--locked",
         ]),
     )?;
     step(

@@ -8,6 +8,7 @@ mod ci;
 mod train;
 mod util;
 mod venv;
+mod wgpu;
 
 use anyhow::{Result, bail};
 
@@ -18,6 +19,7 @@ commands:
   train [ARGS]      run the rStar2-Agent recipe (SFT, then staged GRPO-RoC); embedded default when given nothing
   ci                formatting, clippy with warnings denied, the tidy check and all tests (what .ci/run calls)
   bench NAME        run a benchmark against its peer, side by side (`cargo xtask bench` lists them)
+  test-wgpu         install Mesa's lavapipe and run the policy's wgpu-vs-flex test on the CPU (slow)
   venv              create or update the Python virtualenv under target/venv (test and bench requirements)
 ";
 
@@ -42,6 +44,7 @@ fn dispatch() -> Result<()> {
         "ci" => ci::run(&rest),
         "train" => train::run(&rest),
         "bench" => bench::run(&rest),
+        "test-wgpu" => wgpu::run(&rest),
         "venv" => venv::ensure_bench().map(|py| println!("{}", py.display())),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");

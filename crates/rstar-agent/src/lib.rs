@@ -10,6 +10,15 @@
 //! `rstar-toolenv`, and so on. Each of them is re-exported here under a short
 //! name (`rstar_agent::verifier`, `rstar_agent::roc`, …) as it lands.
 //!
+//! The agent format lives here (see `docs/agent.md`): [`template`] (the
+//! reference ChatML prompt and a compact one for character models),
+//! [`toolcall`] (Hermes tool-call parsing, [`toolcall::ToolOutcome`]),
+//! [`episode`] (the pure [`episode::Episode`] state machine and the
+//! serialisable [`episode::Trajectory`]) and [`tasks`] (the embedded task set
+//! and its SFT corpus). Errors are [`AgentError`]. [`analysis`] reads trajectory
+//! files back: the token-entropy analysis of `rstar analyze entropy` (see
+//! `docs/analysis.md`) and its SVG plot.
+//!
 //! ```
 //! assert!(!rstar_agent::VERSION.is_empty());
 //! ```
@@ -19,7 +28,21 @@
 //! when the policy crate lands.
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod cli;
+pub mod episode;
+pub mod error;
+pub mod tasks;
+pub mod template;
+pub mod toolcall;
+
+pub use error::AgentError;
+pub use rstar_curriculum as curriculum;
+pub use rstar_roc as roc;
+pub use rstar_scheduler as scheduler;
+pub use rstar_toolenv as toolenv;
+pub use rstar_toolserver as toolserver;
+pub use rstar_verifier as verifier;
 
 /// The version of the `rstar-agent` crate and the `rstar` binary.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -20,7 +20,15 @@ struct Info {
 fn info() -> Info {
     Info {
         version: crate::VERSION,
-        crates: vec!["rstar-agent"],
+        crates: vec![
+            "rstar-agent",
+            "rstar-verifier",
+            "rstar-roc",
+            "rstar-curriculum",
+            "rstar-toolenv",
+            "rstar-toolserver",
+            "rstar-scheduler",
+        ],
         features: Vec::new(),
     }
 }

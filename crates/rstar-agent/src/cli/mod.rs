@@ -8,7 +8,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod analyze;
+mod curriculum;
 mod info;
+mod roc;
+mod show;
+mod simulate;
+mod tools;
+mod tools_serve;
+mod verify;
 
 /// rStar2-Agent in Rust: train and evaluate LLM agents that reason with a Python tool.
 #[derive(Debug, Parser)]
@@ -28,6 +36,20 @@ pub struct Cli {
 pub enum Command {
     /// Print the version, the workspace crates built in and the enabled features.
     Info(info::Args),
+    /// Score JSONL responses against integer answers (one JSON verdict a line; summary on stderr).
+    Verify(verify::Args),
+    /// Down-sample JSONL rollout groups with Resample-on-Correct (kept lines on stdout, metrics on stderr).
+    Roc(roc::Args),
+    /// Show a staged curriculum (`show`) or write a dataset's hard problems from rollouts (`filter`).
+    Curriculum(curriculum::Args),
+    /// Run JSONL calls through the sandboxed Python pool (`run`) or report its isolation layers (`doctor`).
+    Tools(tools::Args),
+    /// Print one rollout of a trajectory JSONL: turns, tool calls and results coloured, stop reason, reward.
+    Show(show::Args),
+    /// Analyse trajectories: `entropy` splits high-entropy tokens into reasoning, after-tool and code.
+    Analyze(analyze::Args),
+    /// Simulate rollout dispatch (static, least-requests, kv-aware) on a cluster preset.
+    Simulate(simulate::Args),
 }
 
 /// Parses the process arguments, runs the chosen subcommand and maps errors to
@@ -37,6 +59,13 @@ pub fn main() -> ExitCode {
     init_tracing(&cli.log);
     let result = match cli.command {
         Command::Info(args) => info::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Roc(args) => roc::run(args),
+        Command::Curriculum(args) => curriculum::run(args),
+        Command::Tools(args) => tools::run(args),
+        Command::Simulate(args) => simulate::run(args),
+        Command::Show(args) => show::run(args),
+        Command::Analyze(args) => analyze::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

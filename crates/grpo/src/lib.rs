@@ -1,0 +1,65 @@
+//! `rstar-grpo`: the objective rStar2-Agent optimises.
+//!
+//! Group-relative advantages from outcome rewards, and the PPO-style clipped policy-gradient loss
+//! with Clip-Higher, optional dual clip, every verl aggregation mode, an optional KL penalty to a
+//! reference policy and an optional entropy bonus. The semantics follow verl
+//! (`verl.trainer.ppo.core_algos`), whose own outputs the tests reproduce within 1e-5.
+//!
+//! It is **not** a rollout, a sampler or a trainer: it takes rewards, masks and log-probabilities
+//! that someone else computed and returns advantages and a differentiable scalar.
+//!
+//! # Main items
+//! - [`group_advantages`], [`broadcast_to_tokens`], [`token_advantages`]: GRPO, Dr. GRPO and RLOO
+//!   advantages on plain `f32` slices (no Burn), configured by [`AdvantageConfig`].
+//! - [`policy_loss`]: the full loss on Burn tensors from [`PolicyLossInputs`], returning a
+//!   [`PolicyLoss`] (the scalar to call `backward` on, plus [`LossMetrics`]).
+//! - Building blocks: [`token_policy_losses`], [`agg_loss`], [`kl_penalty`],
+//!   [`entropy_from_logits`].
+//! - [`GrpoConfig`] with presets [`GrpoConfig::rstar2_agent`], [`GrpoConfig::dapo`],
+//!   [`GrpoConfig::dr_grpo`], [`GrpoConfig::grpo`]; [`GlobalBatch`] for the normalisers of
+//!   micro-batched and data-parallel training.
+//!
+//! # Example
+//! ```
+//! use rstar_grpo::{broadcast_to_tokens, group_advantages, AdvantageConfig};
+//!
+//! // Two prompts, two responses each; only the first response of prompt "a" is correct.
+//! let rewards = [1.0, 0.0, 1.0, 1.0];
+//! let prompts = ["a", "a", "b", "b"];
+//! let adv = group_advantages(&rewards, &prompts, &AdvantageConfig::new())?;
+//! assert!(adv[0] > 0.7 && adv[1] < -0.7);
+//! assert_eq!(&adv[2..], &[0.0, 0.0]); // equal rewards: no signal
+//!
+//! // Three response tokens each; the middle token of response 0 is a tool response.
+//! let mask = [1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+//! let per_token = broadcast_to_tokens(&adv, &mask, 3)?;
+//! assert_eq!(per_token[1], 0.0);
+//! # Ok::<(), rstar_grpo::GrpoError>(())
+//! ```
+//!
+//! # Divergences from verl
+//! - A group of one gets zero advantage by default; verl hands its raw reward through
+//!   ([`SingletonGroups::Verl`] reproduces that).
+//! - Token counts for the aggregation are passed in explicitly through [`GlobalBatch`]; verl's
+//!   fallback to the counts of the batch at hand is the default.
+//!
+//! # Crate features
+//! None. The crate enables no Burn backend: pick one (`flex`, `wgpu`, `cuda`, with `autodiff`) in
+//! the binary that uses it.
+#![warn(missing_docs)]
+
+mod advantage;
+mod config;
+mod error;
+mod loss;
+
+pub use advantage::{
+    AdvantageConfig, AdvantageEstimator, SingletonGroups, VERL_EPSILON, broadcast_to_tokens,
+    group_advantages, token_advantages,
+};
+pub use config::{GrpoConfig, KlConfig, KlEstimator, LossAggMode};
+pub use error::GrpoError;
+pub use loss::{
+    GlobalBatch, LOG_RATIO_CLAMP, LossMetrics, PolicyLoss, PolicyLossInputs, TokenLosses, agg_loss,
+    entropy_from_logits, kl_penalty, policy_loss, tensor2, token_policy_losses,
+};

@@ -1,0 +1,7 @@
+//! Integration tests of `rstar-grpo`: verl fixtures, finite-difference gradients, invariants.
+
+mod aggregation;
+mod common;
+mod fixtures;
+mod gradients;
+mod props;

@@ -1,0 +1,256 @@
+//! `cargo xtask bench policy`: prefill and decode tokens/s and a training step
+//! (forward + backward) of the embedded-default model on `flex`, side by side
+//! with a PyTorch peer (`xtask/bench/policy_peer.py`) running the same
+//! architecture and weights on the same CPU in the same run.
+
+use std::process::Command;
+use std::time::Instant;
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rstar_policy::{
+    KvCache, Qwen, QwenConfig, Tokenizer, WeightDtype, masked_nll, save_dir, sequence_logprobs,
+};
+
+const PREFILL: [usize; 2] = [8, 256];
+const DECODE: [usize; 3] = [64, 32, 32];
+const TRAIN: [usize; 2] = [32, 200];
+
+fn ids(rng: &mut ChaCha8Rng, b: usize, t: usize, vocab: usize, device: &Device) -> Tensor<2, Int> {
+    let data: Vec<i64> = (0..b * t)
+        .map(|_| rng.random_range(0..vocab as i64))
+        .collect();
+    Tensor::from_data(TensorData::new(data, [b, t]), device)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn time_median(reps: usize, mut f: impl FnMut()) -> f64 {
+    f(); // warm-up
+    median(
+        (0..reps)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
+
+fn main() {
+    let reps: usize = std::env::var("RSTAR_BENCH_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let device = Device::flex();
+    let tokenizer = Tokenizer::char();
+    let config = QwenConfig::tiny_char();
+    let model = Qwen::random(config.clone(), 0, &device).expect("model builds");
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    println!(
+        "policy bench: embedded default (QwenConfig::tiny_char, {} params), flex, {threads} cores, median of {reps}",
+        config.num_params()
+    );
+
+    // Each workload runs in a 1-thread and an N-thread rayon pool and keeps the
+    // faster, as the peer does with its thread count: on a shared machine the
+    // extra thread can cost more than it brings.
+    let mut best = [(0.0f64, 0usize); 3];
+    for n in if threads > 1 {
+        vec![1, threads]
+    } else {
+        vec![1]
+    } {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .expect("rayon pool");
+        let rates = pool.install(|| measure(&model, &config, reps, &mut rng, &device));
+        for (b, r) in best.iter_mut().zip(rates) {
+            if r > b.0 {
+                *b = (r, n);
+            }
+        }
+    }
+    let ours = [
+        ("prefill tok/s", best[0]),
+        ("decode tok/s", best[1]),
+        ("train tok/s", best[2]),
+    ];
+
+    // The PyTorch peer on the same weights.
+    let dir = tempfile::tempdir().expect("temp dir");
+    save_dir(&model, &tokenizer, dir.path(), WeightDtype::F32).expect("checkpoint saves");
+    let check_ids = tokenizer
+        .encode("<|im_start|>user\nprint(2**10)<|im_end|>")
+        .expect("encodes");
+    let spec = serde_json::json!({
+        "threads": threads, "reps": reps, "prefill": PREFILL, "decode": DECODE,
+        "train": TRAIN, "check_ids": check_ids,
+    });
+    let python = std::env::var_os("RSTAR_PYTHON").map_or_else(rstar_testdata::python, Into::into);
+    let script = rstar_testdata::workspace_root().join("xtask/bench/policy_peer.py");
+    let peer = Command::new(&python)
+        .arg(&script)
+        .arg(dir.path())
+        .arg(spec.to_string())
+        .output();
+    let peer: Option<serde_json::Value> = match peer {
+        Ok(out) if out.status.success() => serde_json::from_slice(&out.stdout).ok(),
+        Ok(out) => {
+            println!(
+                "peer unavailable ({}): {}",
+                python.display(),
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            );
+            None
+        }
+        Err(e) => {
+            println!("peer unavailable ({}): {e}", python.display());
+            None
+        }
+    };
+
+    println!(
+        "{:<16} {:>14} {:>14} {:>10}",
+        "metric", "rstar (flex)", "pytorch", "ratio"
+    );
+    let theirs = peer.as_ref().map(|p| {
+        [
+            (PREFILL[0] * PREFILL[1]) as f64 / p["prefill_s"].as_f64().unwrap_or(f64::NAN),
+            (DECODE[0] * DECODE[2]) as f64 / p["decode_s"].as_f64().unwrap_or(f64::NAN),
+            (TRAIN[0] * (TRAIN[1] - 1)) as f64 / p["train_s"].as_f64().unwrap_or(f64::NAN),
+        ]
+    });
+    let keys = ["prefill_threads", "decode_threads", "train_threads"];
+    for (i, &(name, (value, n))) in ours.iter().enumerate() {
+        let mine = format!("{value:.0} ({n}t)");
+        match theirs {
+            Some(t) => {
+                let threads = peer
+                    .as_ref()
+                    .map_or(0, |p| p[keys[i]].as_u64().unwrap_or(0));
+                let cell = format!("{:.0} ({threads}t)", t[i]);
+                println!("{name:<16} {mine:>14} {cell:>14} {:>9.2}x", value / t[i])
+            }
+            None => println!("{name:<16} {mine:>14} {:>14} {:>10}", "-", "-"),
+        }
+    }
+    println!(
+        "shapes: prefill {}x{}, decode {} rows x {} steps after a {}-token prompt, train {}x{} fwd+bwd; ratio = rstar / pytorch throughput; each side: the faster of 1 and {threads} threads (Nt)",
+        PREFILL[0], PREFILL[1], DECODE[0], DECODE[2], DECODE[1], TRAIN[0], TRAIN[1]
+    );
+    if let Some(p) = peer {
+        let ids: Vec<i64> = check_ids.iter().map(|&x| i64::from(x)).collect();
+        let n = ids.len();
+        let x = Tensor::<2, Int>::from_data(TensorData::new(ids, [1, n]), &device);
+        let ours: Vec<f32> = model.forward(x).try_into_vec_as::<f32>().expect("readback");
+        let theirs: Vec<f32> = p["check_logits"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_f64().unwrap_or(f64::NAN) as f32)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let diff = ours
+            .iter()
+            .zip(&theirs)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        println!(
+            "peer: torch {}; same weights check: max |logits diff| = {diff:.2e} over {} values",
+            p["torch"].as_str().unwrap_or("?"),
+            theirs.len()
+        );
+    }
+}
+
+/// Prefill, decode and training throughputs (tokens/s) in the current rayon pool.
+fn measure(
+    model: &Qwen,
+    config: &QwenConfig,
+    reps: usize,
+    rng: &mut ChaCha8Rng,
+    device: &Device,
+) -> [f64; 3] {
+    let vocab = config.vocab_size;
+    // Prefill: logits for every position.
+    let [b, t] = PREFILL;
+    let x = ids(rng, b, t, vocab, device);
+    let prefill_s = time_median(reps, || {
+        let logits = model.forward(x.clone());
+        let _ = logits.into_data();
+    });
+
+    // Decode: one token per row per step through the KV cache, logits to the host.
+    let [b, p, steps] = DECODE;
+    let prompt = ids(rng, b, p, vocab, device);
+    let pads = vec![0; b];
+    let mut decode_times = Vec::new();
+    for rep in 0..=reps {
+        let mut cache = KvCache::new(config.num_hidden_layers);
+        let _ = model
+            .forward_hidden(prompt.clone(), &pads, Some(&mut cache))
+            .into_data();
+        let mut next = ids(rng, b, 1, vocab, device);
+        let start = Instant::now();
+        for _ in 0..steps {
+            let hidden = model.forward_hidden(next, &pads, Some(&mut cache));
+            let logits: Vec<f32> = model
+                .logits(hidden)
+                .try_into_vec_as::<f32>()
+                .expect("readback");
+            let chosen: Vec<i64> = logits
+                .chunks(vocab)
+                .map(|row| {
+                    let mut best = 0;
+                    for (i, &l) in row.iter().enumerate() {
+                        if l > row[best] {
+                            best = i;
+                        }
+                    }
+                    best as i64
+                })
+                .collect();
+            next = Tensor::from_data(TensorData::new(chosen, [b, 1]), device);
+        }
+        if rep > 0 {
+            decode_times.push(start.elapsed().as_secs_f64());
+        }
+    }
+    let decode_s = median(decode_times);
+
+    // Training step: forward + backward of the masked next-token NLL.
+    let [tb, tt] = TRAIN;
+    let ad = device.clone().autodiff();
+    let train_model = Qwen::random(config.clone(), 0, &ad).expect("model builds");
+    let train_ids = ids(rng, tb, tt, vocab, &ad);
+    let mask = Tensor::<2>::ones([tb, tt - 1], &ad);
+    let train_s = time_median(reps, || {
+        let (logp, _) = sequence_logprobs(&train_model, train_ids.clone());
+        let loss = masked_nll(logp, mask.clone());
+        let grads = loss.backward();
+        let _ = train_model
+            .embed_tokens
+            .val()
+            .grad(&grads)
+            .expect("gradient")
+            .into_data();
+    });
+
+    [
+        (PREFILL[0] * PREFILL[1]) as f64 / prefill_s,
+        (DECODE[0] * DECODE[2]) as f64 / decode_s,
+        (TRAIN[0] * (TRAIN[1] - 1)) as f64 / train_s,
+    ]
+}

@@ -1,0 +1,671 @@
+//! The Qwen2/Qwen3 decoder: embedding, RMSNorm, RoPE, grouped-query
+//! attention, SwiGLU, and a KV cache.
+
+use burn::module::{Module, Param};
+use burn::tensor::activation::{silu, softmax};
+use burn::tensor::module::{attention, linear};
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::QwenConfig;
+use crate::error::{Error, Result};
+
+/// The value masked attention scores are set to. Finite, so that a query row
+/// whose keys are all masked (a left-padding position) stays finite instead of
+/// turning into NaN; `exp` of it underflows to exactly zero next to any real score.
+const MASKED: f32 = -1.0e30;
+
+/// One HF tensor a config needs: its name and its HF shape
+/// (`[out_features, in_features]` for linear weights).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorSpec {
+    /// HF name, e.g. `model.layers.0.self_attn.q_proj.weight`.
+    pub name: String,
+    /// HF shape.
+    pub shape: Vec<usize>,
+    /// Whether this is a linear weight stored transposed (`[in, out]`) here.
+    pub transposed: bool,
+}
+
+/// Grouped-query self-attention with optional q/k/v biases (Qwen2) and
+/// per-head q/k RMSNorm (Qwen3).
+#[derive(Module, Debug)]
+pub struct Attention {
+    /// `[d_model, heads·head_dim]`.
+    pub q_proj: Param<Tensor<2>>,
+    /// `[d_model, kv_heads·head_dim]`.
+    pub k_proj: Param<Tensor<2>>,
+    /// `[d_model, kv_heads·head_dim]`.
+    pub v_proj: Param<Tensor<2>>,
+    /// `[heads·head_dim, d_model]`.
+    pub o_proj: Param<Tensor<2>>,
+    /// `[heads·head_dim]` (Qwen2).
+    pub q_bias: Option<Param<Tensor<1>>>,
+    /// `[kv_heads·head_dim]` (Qwen2).
+    pub k_bias: Option<Param<Tensor<1>>>,
+    /// `[kv_heads·head_dim]` (Qwen2).
+    pub v_bias: Option<Param<Tensor<1>>>,
+    /// `[head_dim]` (Qwen3).
+    pub q_norm: Option<Param<Tensor<1>>>,
+    /// `[head_dim]` (Qwen3).
+    pub k_norm: Option<Param<Tensor<1>>>,
+}
+
+/// The SwiGLU MLP: `down(silu(gate(x)) · up(x))`.
+#[derive(Module, Debug)]
+pub struct Mlp {
+    /// `[d_model, intermediate]`.
+    pub gate_proj: Param<Tensor<2>>,
+    /// `[d_model, intermediate]`.
+    pub up_proj: Param<Tensor<2>>,
+    /// `[intermediate, d_model]`.
+    pub down_proj: Param<Tensor<2>>,
+}
+
+/// A pre-norm decoder layer.
+#[derive(Module, Debug)]
+pub struct DecoderLayer {
+    /// RMSNorm before attention, `[d_model]`.
+    pub input_layernorm: Param<Tensor<1>>,
+    /// Self-attention.
+    pub self_attn: Attention,
+    /// RMSNorm before the MLP, `[d_model]`.
+    pub post_attention_layernorm: Param<Tensor<1>>,
+    /// The MLP.
+    pub mlp: Mlp,
+}
+
+/// A Qwen2/Qwen3 causal language model.
+///
+/// # Shapes
+/// - tokens: `[batch, seq]` (Int)
+/// - logits: `[batch, seq, vocab]`
+///
+/// Linear weights are stored `[in, out]` (HF stores `[out, in]`; loading and
+/// saving transpose).
+#[derive(Module, Debug)]
+pub struct Qwen {
+    /// Token embedding `[vocab, d_model]`.
+    pub embed_tokens: Param<Tensor<2>>,
+    /// The decoder layers.
+    pub layers: Vec<DecoderLayer>,
+    /// Final RMSNorm `[d_model]`.
+    pub norm: Param<Tensor<1>>,
+    /// Output projection `[d_model, vocab]`; `None` when tied to the embedding.
+    pub lm_head: Option<Param<Tensor<2>>>,
+    /// The hyperparameters.
+    #[module(skip)]
+    pub config: QwenConfig,
+}
+
+/// Per-layer cached keys and values for incremental decoding.
+///
+/// Keys and values are `[batch, kv_heads, cached_len, head_dim]`, keys
+/// already rotated. All rows share `len` slots; shorter sequences are left-padded.
+#[derive(Debug, Clone)]
+pub struct KvCache {
+    layers: Vec<Option<(Tensor<4>, Tensor<4>)>>,
+    len: usize,
+}
+
+impl KvCache {
+    /// An empty cache for `num_layers` layers.
+    pub fn new(num_layers: usize) -> Self {
+        KvCache {
+            layers: vec![None; num_layers],
+            len: 0,
+        }
+    }
+
+    /// Number of cached positions (slots).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Keeps only the given batch rows, in that order.
+    pub fn select_rows(&mut self, rows: &[usize], device: &Device) {
+        let idx = Tensor::<1, Int>::from_data(
+            TensorData::new(
+                rows.iter().map(|&r| r as i64).collect::<Vec<_>>(),
+                [rows.len()],
+            ),
+            device,
+        );
+        for (k, v) in self.layers.iter_mut().flatten() {
+            *k = k.clone().select(0, idx.clone());
+            *v = v.clone().select(0, idx.clone());
+        }
+    }
+}
+
+/// The tensors a config needs, in HF names, order and layout.
+pub fn tensor_specs(config: &QwenConfig) -> Vec<TensorSpec> {
+    let d = config.hidden_size;
+    let q = config.num_attention_heads * config.head_dim;
+    let kv = config.num_key_value_heads * config.head_dim;
+    let i = config.intermediate_size;
+    let spec = |name: String, shape: Vec<usize>, transposed: bool| TensorSpec {
+        name,
+        shape,
+        transposed,
+    };
+    let mut out = vec![spec(
+        "model.embed_tokens.weight".into(),
+        vec![config.vocab_size, d],
+        false,
+    )];
+    for l in 0..config.num_hidden_layers {
+        let p = format!("model.layers.{l}");
+        out.push(spec(format!("{p}.input_layernorm.weight"), vec![d], false));
+        out.push(spec(
+            format!("{p}.self_attn.q_proj.weight"),
+            vec![q, d],
+            true,
+        ));
+        out.push(spec(
+            format!("{p}.self_attn.k_proj.weight"),
+            vec![kv, d],
+            true,
+        ));
+        out.push(spec(
+            format!("{p}.self_attn.v_proj.weight"),
+            vec![kv, d],
+            true,
+        ));
+        out.push(spec(
+            format!("{p}.self_attn.o_proj.weight"),
+            vec![d, q],
+            true,
+        ));
+        if config.qkv_bias {
+            out.push(spec(format!("{p}.self_attn.q_proj.bias"), vec![q], false));
+            out.push(spec(format!("{p}.self_attn.k_proj.bias"), vec![kv], false));
+            out.push(spec(format!("{p}.self_attn.v_proj.bias"), vec![kv], false));
+        }
+        if config.qk_norm {
+            let hd = config.head_dim;
+            out.push(spec(
+                format!("{p}.self_attn.q_norm.weight"),
+                vec![hd],
+                false,
+            ));
+            out.push(spec(
+                format!("{p}.self_attn.k_norm.weight"),
+                vec![hd],
+                false,
+            ));
+        }
+        out.push(spec(
+            format!("{p}.post_attention_layernorm.weight"),
+            vec![d],
+            false,
+        ));
+        out.push(spec(format!("{p}.mlp.gate_proj.weight"), vec![i, d], true));
+        out.push(spec(format!("{p}.mlp.up_proj.weight"), vec![i, d], true));
+        out.push(spec(format!("{p}.mlp.down_proj.weight"), vec![d, i], true));
+    }
+    out.push(spec("model.norm.weight".into(), vec![d], false));
+    if !config.tie_word_embeddings {
+        out.push(spec(
+            "lm_head.weight".into(),
+            vec![config.vocab_size, d],
+            true,
+        ));
+    }
+    out
+}
+
+fn transpose_host(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; data.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = data[r * cols + c];
+        }
+    }
+    out
+}
+
+/// Reads a float tensor back to the host as `f32`.
+pub(crate) fn to_vec_f32<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
+    t.try_into_vec_as::<f32>()
+        .map_err(|e| Error::Readback(format!("{e:?}")))
+}
+
+impl Qwen {
+    /// Builds a model from HF-layout tensors supplied by `get(spec)`, which
+    /// returns the data (row-major, HF shape) of each tensor in [`tensor_specs`].
+    pub fn from_tensors(
+        config: QwenConfig,
+        device: &Device,
+        mut get: impl FnMut(&TensorSpec) -> Result<Vec<f32>>,
+    ) -> Result<Self> {
+        config.validate()?;
+        let specs = tensor_specs(&config);
+        let load2 = |s: &TensorSpec,
+                     get: &mut dyn FnMut(&TensorSpec) -> Result<Vec<f32>>|
+         -> Result<Param<Tensor<2>>> {
+            let data = get(s)?;
+            let (rows, cols) = (s.shape[0], s.shape[1]);
+            let (data, shape) = if s.transposed {
+                (transpose_host(&data, rows, cols), [cols, rows])
+            } else {
+                (data, [rows, cols])
+            };
+            Ok(Param::from_data(TensorData::new(data, shape), device))
+        };
+        let mut specs_iter = specs.iter();
+        let mut take = || specs_iter.next().expect("spec order matches construction");
+        let p1 = |s: &TensorSpec,
+                  get: &mut dyn FnMut(&TensorSpec) -> Result<Vec<f32>>|
+         -> Result<Param<Tensor<1>>> {
+            let data = get(s)?;
+            Ok(Param::from_data(
+                TensorData::new(data, [s.shape[0]]),
+                device,
+            ))
+        };
+
+        let embed_tokens = load2(take(), &mut get)?;
+        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        for _ in 0..config.num_hidden_layers {
+            let input_layernorm = p1(take(), &mut get)?;
+            let q_proj = load2(take(), &mut get)?;
+            let k_proj = load2(take(), &mut get)?;
+            let v_proj = load2(take(), &mut get)?;
+            let o_proj = load2(take(), &mut get)?;
+            let (q_bias, k_bias, v_bias) = if config.qkv_bias {
+                (
+                    Some(p1(take(), &mut get)?),
+                    Some(p1(take(), &mut get)?),
+                    Some(p1(take(), &mut get)?),
+                )
+            } else {
+                (None, None, None)
+            };
+            let (q_norm, k_norm) = if config.qk_norm {
+                (Some(p1(take(), &mut get)?), Some(p1(take(), &mut get)?))
+            } else {
+                (None, None)
+            };
+            let post_attention_layernorm = p1(take(), &mut get)?;
+            let gate_proj = load2(take(), &mut get)?;
+            let up_proj = load2(take(), &mut get)?;
+            let down_proj = load2(take(), &mut get)?;
+            layers.push(DecoderLayer {
+                input_layernorm,
+                self_attn: Attention {
+                    q_proj,
+                    k_proj,
+                    v_proj,
+                    o_proj,
+                    q_bias,
+                    k_bias,
+                    v_bias,
+                    q_norm,
+                    k_norm,
+                },
+                post_attention_layernorm,
+                mlp: Mlp {
+                    gate_proj,
+                    up_proj,
+                    down_proj,
+                },
+            });
+        }
+        let norm = p1(take(), &mut get)?;
+        let lm_head = if config.tie_word_embeddings {
+            None
+        } else {
+            Some(load2(take(), &mut get)?)
+        };
+        Ok(Qwen {
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+            config,
+        })
+    }
+
+    /// A randomly initialised model, reproducible from `seed`: matrices and
+    /// the embedding ~ N(0, 0.02²) (HF's `initializer_range`), norms 1, biases 0.
+    pub fn random(config: QwenConfig, seed: u64, device: &Device) -> Result<Self> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        Self::from_tensors(config, device, |spec| {
+            let n: usize = spec.shape.iter().product();
+            let name = &spec.name;
+            Ok(if name.ends_with("norm.weight") {
+                vec![1.0; n]
+            } else if name.ends_with(".bias") {
+                vec![0.0; n]
+            } else {
+                (0..n).map(|_| 0.02 * standard_normal(&mut rng)).collect()
+            })
+        })
+    }
+
+    /// The tensors in HF names and layout (for saving), in [`tensor_specs`] order.
+    pub fn hf_tensors(&self) -> Result<Vec<(TensorSpec, Vec<f32>)>> {
+        let specs = tensor_specs(&self.config);
+        let mut params: Vec<Tensor<2>> = Vec::new();
+        let mut vecs: Vec<Tensor<1>> = Vec::new();
+        params.push(self.embed_tokens.val());
+        for l in &self.layers {
+            vecs.push(l.input_layernorm.val());
+            let a = &l.self_attn;
+            params.extend([
+                a.q_proj.val(),
+                a.k_proj.val(),
+                a.v_proj.val(),
+                a.o_proj.val(),
+            ]);
+            for b in [&a.q_bias, &a.k_bias, &a.v_bias, &a.q_norm, &a.k_norm]
+                .into_iter()
+                .flatten()
+            {
+                vecs.push(b.val());
+            }
+            vecs.push(l.post_attention_layernorm.val());
+            params.extend([
+                l.mlp.gate_proj.val(),
+                l.mlp.up_proj.val(),
+                l.mlp.down_proj.val(),
+            ]);
+        }
+        vecs.push(self.norm.val());
+        if let Some(h) = &self.lm_head {
+            params.push(h.val());
+        }
+        let mut params = params.into_iter();
+        let mut vecs = vecs.into_iter();
+        let mut out = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let data = if spec.shape.len() == 2 {
+                let t = params.next().expect("one 2-D param per 2-D spec");
+                let [r, c] = t.dims();
+                let data = to_vec_f32(t)?;
+                if spec.transposed {
+                    transpose_host(&data, r, c)
+                } else {
+                    data
+                }
+            } else {
+                to_vec_f32(vecs.next().expect("one 1-D param per 1-D spec"))?
+            };
+            out.push((spec, data));
+        }
+        Ok(out)
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> Device {
+        self.embed_tokens.val().device()
+    }
+
+    /// Logits for every position of unpadded sequences (positions `0..seq`,
+    /// causal mask). Differentiable when the model is on an autodiff device.
+    ///
+    /// # Shapes
+    /// - tokens: `[batch, seq]`
+    /// - returns: `[batch, seq, vocab]`
+    pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        let [batch, _] = tokens.dims();
+        let hidden = self.forward_hidden(tokens, &vec![0; batch], None);
+        self.logits(hidden)
+    }
+
+    /// Incremental forward with a KV cache, for unpadded sequences: the new
+    /// tokens sit at positions `cache.len()..cache.len() + seq`.
+    ///
+    /// # Shapes
+    /// - tokens: `[batch, seq]` (the new tokens only)
+    /// - returns: `[batch, seq, vocab]`
+    pub fn forward_cached(&self, tokens: Tensor<2, Int>, cache: &mut KvCache) -> Tensor<3> {
+        let [batch, _] = tokens.dims();
+        let hidden = self.forward_hidden(tokens, &vec![0; batch], Some(cache));
+        self.logits(hidden)
+    }
+
+    /// Projects final hidden states to logits.
+    ///
+    /// # Shapes
+    /// - hidden: `[batch, seq, d_model]` (after the final norm)
+    /// - returns: `[batch, seq, vocab]`
+    pub fn logits(&self, hidden: Tensor<3>) -> Tensor<3> {
+        let head = match &self.lm_head {
+            Some(h) => h.val(),
+            None => self.embed_tokens.val().transpose(),
+        };
+        linear(hidden, head, None)
+    }
+
+    /// The decoder up to and including the final norm, for left-padded rows.
+    ///
+    /// Row `r` starts with `pads[r]` padding slots: its real tokens sit at
+    /// slots `pads[r]..` and get positions counted from its first real token;
+    /// padding keys are masked out. With a cache, the new tokens occupy slots
+    /// `cache.len()..`.
+    ///
+    /// # Shapes
+    /// - tokens: `[batch, seq]`
+    /// - returns: `[batch, seq, d_model]`
+    pub fn forward_hidden(
+        &self,
+        tokens: Tensor<2, Int>,
+        pads: &[usize],
+        mut cache: Option<&mut KvCache>,
+    ) -> Tensor<3> {
+        let device = tokens.device();
+        let [batch, seq] = tokens.dims();
+        assert_eq!(pads.len(), batch, "one pad count per row");
+        let c = &self.config;
+        let offset = cache.as_ref().map_or(0, |k| k.len);
+        let total = offset + seq;
+
+        // Positions per row and slot, as floats for the RoPE angles.
+        let mut pos = Vec::with_capacity(batch * seq);
+        for &p in pads {
+            for i in 0..seq {
+                pos.push((offset + i).saturating_sub(p) as f32);
+            }
+        }
+        let (cos, sin) = rope_tables(c, pos, batch, seq, &device);
+
+        // Additive mask `[batch or 1, 1, seq, total]`; none for one unpadded new token.
+        let any_pad = pads.iter().any(|&p| p > 0);
+        let bias = if !any_pad && seq == 1 {
+            None
+        } else {
+            let rows = if any_pad { batch } else { 1 };
+            let mut m = Vec::with_capacity(rows * seq * total);
+            for &p in &pads[..rows] {
+                for i in 0..seq {
+                    for j in 0..total {
+                        let masked = j > offset + i || j < p;
+                        m.push(if masked { MASKED } else { 0.0 });
+                    }
+                }
+            }
+            Some(Tensor::<4>::from_data(
+                TensorData::new(m, [rows, 1, seq, total]),
+                &device,
+            ))
+        };
+
+        let ids = tokens.reshape([batch * seq]);
+        let mut x = self
+            .embed_tokens
+            .val()
+            .select(0, ids)
+            .reshape([batch, seq, c.hidden_size]);
+        for (l, layer) in self.layers.iter().enumerate() {
+            let kv = cache.as_mut().map(|k| &mut k.layers[l]);
+            x = layer.forward(x, &cos, &sin, bias.as_ref(), kv, c);
+        }
+        if let Some(k) = cache {
+            k.len = total;
+        }
+        rms_norm(x, &self.norm, c.rms_norm_eps)
+    }
+}
+
+impl DecoderLayer {
+    fn forward(
+        &self,
+        x: Tensor<3>,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+        bias: Option<&Tensor<4>>,
+        kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
+        c: &QwenConfig,
+    ) -> Tensor<3> {
+        let h = rms_norm(x.clone(), &self.input_layernorm, c.rms_norm_eps);
+        let x = x + self.self_attn.forward(h, cos, sin, bias, kv, c);
+        let h = rms_norm(x.clone(), &self.post_attention_layernorm, c.rms_norm_eps);
+        x + self.mlp.forward(h)
+    }
+}
+
+impl Mlp {
+    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let gate = silu(linear(x.clone(), self.gate_proj.val(), None));
+        let up = linear(x, self.up_proj.val(), None);
+        linear(gate * up, self.down_proj.val(), None)
+    }
+}
+
+impl Attention {
+    fn forward(
+        &self,
+        x: Tensor<3>,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+        bias: Option<&Tensor<4>>,
+        kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
+        c: &QwenConfig,
+    ) -> Tensor<3> {
+        let [b, t, _] = x.dims();
+        let x_tracked = x.is_autodiff();
+        let (h, kvh, hd) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
+        let g = h / kvh;
+        let proj = |w: &Param<Tensor<2>>, bias: &Option<Param<Tensor<1>>>, heads: usize| {
+            linear(x.clone(), w.val(), bias.as_ref().map(|p| p.val())).reshape([b, t, heads, hd])
+        };
+        let mut q = proj(&self.q_proj, &self.q_bias, h); // [b, t, h, hd]
+        let mut k = proj(&self.k_proj, &self.k_bias, kvh); // [b, t, kvh, hd]
+        let v = proj(&self.v_proj, &self.v_bias, kvh).swap_dims(1, 2); // [b, kvh, t, hd]
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            q = rms_norm(q, qn, c.rms_norm_eps);
+            k = rms_norm(k, kn, c.rms_norm_eps);
+        }
+        let q = rope(q.swap_dims(1, 2), cos, sin); // [b, h, t, hd]
+        let k = rope(k.swap_dims(1, 2), cos, sin); // [b, kvh, t, hd]
+        let (k, v) = match kv {
+            Some(slot) => {
+                let (k, v) = match slot.take() {
+                    Some((pk, pv)) => (Tensor::cat(vec![pk, k], 2), Tensor::cat(vec![pv, v], 2)),
+                    None => (k, v),
+                };
+                *slot = Some((k.clone(), v.clone()));
+                (k, v)
+            }
+            None => (k, v),
+        };
+        let tk = k.dims()[2];
+        if !x_tracked {
+            // Inference: the backend's fused attention (flex has naive and flash
+            // kernels that never materialise the bias-added scores twice). It wants
+            // one KV head per query head, so groups are expanded here.
+            let expand = |t: Tensor<4>| {
+                if g == 1 {
+                    t
+                } else {
+                    t.unsqueeze_dim::<5>(2)
+                        .expand([b, kvh, g, tk, hd])
+                        .reshape([b, h, tk, hd])
+                }
+            };
+            let bias = bias.map(|m| m.clone().expand([b, h, t, tk]));
+            let out = attention(
+                q,
+                expand(k),
+                expand(v),
+                None,
+                bias,
+                AttentionModuleOptions::default(),
+            );
+            let out = out.swap_dims(1, 2).reshape([b, t, h * hd]);
+            return linear(out, self.o_proj.val(), None);
+        }
+        // Grouped-query attention without copying K/V: query head `kv·g + j`
+        // uses KV head `kv`, so the g query heads of a group are stacked along
+        // the sequence axis and share one matmul with their KV head.
+        // Scaling q (head_dim wide) is cheaper than scaling the scores (tk wide),
+        // forward and backward.
+        let q = q
+            .mul_scalar(1.0 / (hd as f64).sqrt())
+            .reshape([b, kvh, g * t, hd]);
+        let scores = q.matmul(k.swap_dims(2, 3)); // [b, kvh, g·t, tk]
+        let mut scores = scores.reshape([b, h, t, tk]);
+        if let Some(bias) = bias {
+            scores = scores + bias.clone();
+        }
+        let probs = softmax(scores, 3).reshape([b, kvh, g * t, tk]);
+        let out = probs.matmul(v).reshape([b, h, t, hd]); // [b, h, t, hd]
+        let out = out.swap_dims(1, 2).reshape([b, t, h * hd]);
+        linear(out, self.o_proj.val(), None)
+    }
+}
+
+/// `w · x / sqrt(mean(x²) + eps)` over the last axis.
+fn rms_norm<const D: usize>(x: Tensor<D>, w: &Param<Tensor<1>>, eps: f64) -> Tensor<D> {
+    let rms = x.clone().square().mean_dim(D - 1).add_scalar(eps).sqrt();
+    x.div(rms).mul(w.val().unsqueeze())
+}
+
+/// cos and signed sin `[batch, 1, seq, head_dim]` for the rotate-half RoPE layout.
+fn rope_tables(
+    c: &QwenConfig,
+    pos: Vec<f32>,
+    batch: usize,
+    seq: usize,
+    device: &Device,
+) -> (Tensor<4>, Tensor<4>) {
+    let half = c.head_dim / 2;
+    let inv_freq: Vec<f32> = (0..half)
+        .map(|j| (1.0 / c.rope_theta.powf(2.0 * j as f64 / c.head_dim as f64)) as f32)
+        .collect();
+    let inv = Tensor::<3>::from_data(TensorData::new(inv_freq, [1, 1, half]), device);
+    let pos = Tensor::<3>::from_data(TensorData::new(pos, [batch, seq, 1]), device);
+    let ang = pos * inv; // [batch, seq, half]
+    let (cos, sin) = (ang.clone().cos(), ang.sin());
+    // The sign of rotate_half is folded into sin: `[-x₂, x₁]·[s, s] = [x₂, x₁]·[-s, s]`,
+    // which saves a negation of q and k in every layer.
+    let cos = Tensor::cat(vec![cos.clone(), cos], 2).unsqueeze_dim::<4>(1);
+    let sin = Tensor::cat(vec![sin.clone().neg(), sin], 2).unsqueeze_dim::<4>(1);
+    (cos, sin)
+}
+
+/// `x·cos + rotate_half(x)·sin`, `rotate_half(x) = [-x₂, x₁]`, with the sign
+/// already in `sin` (see [`rope_tables`]).
+fn rope(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+    let [b, h, t, d] = x.dims();
+    let x1 = x.clone().slice([0..b, 0..h, 0..t, 0..d / 2]);
+    let x2 = x.clone().slice([0..b, 0..h, 0..t, d / 2..d]);
+    let rotated = Tensor::cat(vec![x2, x1], 3);
+    x * cos.clone() + rotated * sin.clone()
+}
+
+/// A standard normal draw (Box–Muller), so no distribution crate is needed.
+pub(crate) fn standard_normal(rng: &mut impl Rng) -> f32 {
+    let u1: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
+    let u2: f64 = rng.random::<f64>();
+    ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+}

@@ -1,0 +1,196 @@
+//! Checkpoint round trips and the loader's errors.
+
+use super::*;
+use rstar_policy::checkpoint::write_safetensors;
+use rstar_policy::{Error, QwenConfig, WeightDtype, load_dir, save_dir};
+
+fn copy_fixture(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["config.json", "model.safetensors"] {
+        std::fs::copy(fixture_dir(name).join(file), dir.path().join(file)).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn save_and_load_round_trip_exactly() {
+    let tokenizer = Tokenizer::char();
+    let config = QwenConfig::test_tiny(tokenizer.vocab_size());
+    let model = Qwen::random(config.clone(), 3, &device()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    save_dir(&model, &tokenizer, dir.path(), WeightDtype::F32).unwrap();
+    let (loaded, tok2) = load_dir(dir.path(), &device()).unwrap();
+    assert_eq!(loaded.config, config);
+    let ids = tokenizer
+        .encode("<|im_start|>user\nprint(2**10)<|im_end|>")
+        .unwrap();
+    assert_eq!(
+        tok2.encode("<|im_start|>user\nprint(2**10)<|im_end|>")
+            .unwrap(),
+        ids
+    );
+    let a = to_vec(model.forward(ids_tensor(std::slice::from_ref(&ids), &device())));
+    let b = to_vec(loaded.forward(ids_tensor(&[ids], &device())));
+    assert_eq!(a, b);
+}
+
+#[test]
+fn hf_fixture_round_trips_through_our_format() {
+    // Untied Qwen3 and tied Qwen2, with the HF tokenizer saved alongside.
+    for name in ["qwen3_tiny", "qwen2_tiny"] {
+        let model = load(name);
+        let dir = tempfile::tempdir().unwrap();
+        save_dir(&model, qwen_tokenizer(), dir.path(), WeightDtype::F32).unwrap();
+        let loaded = load_model(dir.path(), &device()).unwrap();
+        assert_eq!(loaded.config, model.config);
+        let before = model.hf_tensors().unwrap();
+        let after = loaded.hf_tensors().unwrap();
+        assert_eq!(before, after, "{name}");
+        // Names and first values match what transformers saved.
+        let reference = reference(name);
+        let recorded = reference["safetensors_tensors"].as_object().unwrap();
+        assert_eq!(recorded.len(), before.len(), "{name}: tensor count");
+        for (spec, data) in &before {
+            let r = &recorded[&spec.name];
+            assert_eq!(
+                u32s(&r["shape"])
+                    .iter()
+                    .map(|&x| x as usize)
+                    .collect::<Vec<_>>(),
+                spec.shape
+            );
+            let first = f32s(&r["first4"]);
+            assert_eq!(&data[..first.len()], first.as_slice(), "{}", spec.name);
+        }
+    }
+}
+
+#[test]
+fn bf16_weights_load_rounded() {
+    let model = load("qwen3_tiny");
+    let dir = copy_fixture("qwen3_tiny");
+    let tensors = model.hf_tensors().unwrap();
+    write_safetensors(
+        &dir.path().join("model.safetensors"),
+        &tensors,
+        WeightDtype::Bf16,
+    )
+    .unwrap();
+    let loaded = load_model(dir.path(), &device()).unwrap();
+    for ((spec, want), (_, got)) in tensors.iter().zip(loaded.hf_tensors().unwrap()) {
+        let rounded: Vec<f32> = want
+            .iter()
+            .map(|&x| half::bf16::from_f32(x).to_f32())
+            .collect();
+        assert_eq!(rounded, got, "{}", spec.name);
+    }
+}
+
+#[test]
+fn sharded_weights_load() {
+    let model = load("qwen2_tiny");
+    let dir = copy_fixture("qwen2_tiny");
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    let tensors = model.hf_tensors().unwrap();
+    let (a, b) = tensors.split_at(tensors.len() / 2);
+    write_safetensors(
+        &dir.path().join("model-00001-of-00002.safetensors"),
+        a,
+        WeightDtype::F32,
+    )
+    .unwrap();
+    write_safetensors(
+        &dir.path().join("model-00002-of-00002.safetensors"),
+        b,
+        WeightDtype::F32,
+    )
+    .unwrap();
+    let loaded = load_model(dir.path(), &device()).unwrap();
+    assert_eq!(loaded.hf_tensors().unwrap(), tensors);
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let model = load("qwen3_tiny");
+    let dir = copy_fixture("qwen3_tiny");
+    let tensors: Vec<_> = model
+        .hf_tensors()
+        .unwrap()
+        .into_iter()
+        .filter(|(s, _)| s.name != "model.layers.1.mlp.up_proj.weight")
+        .collect();
+    write_safetensors(
+        &dir.path().join("model.safetensors"),
+        &tensors,
+        WeightDtype::F32,
+    )
+    .unwrap();
+    let err = load_model(dir.path(), &device()).unwrap_err();
+    assert!(
+        matches!(&err, Error::MissingTensor { name, .. } if name == "model.layers.1.mlp.up_proj.weight"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("model.layers.1.mlp.up_proj.weight")
+    );
+}
+
+#[test]
+fn shape_mismatch_is_named() {
+    let model = load("qwen3_tiny");
+    let dir = copy_fixture("qwen3_tiny");
+    let mut tensors = model.hf_tensors().unwrap();
+    let (spec, data) = tensors
+        .iter_mut()
+        .find(|(s, _)| s.name == "model.layers.0.self_attn.k_proj.weight")
+        .unwrap();
+    spec.shape = vec![64, 32];
+    let _ = data;
+    write_safetensors(
+        &dir.path().join("model.safetensors"),
+        &tensors,
+        WeightDtype::F32,
+    )
+    .unwrap();
+    let err = load_model(dir.path(), &device()).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::ShapeMismatch { .. }), "{msg}");
+    assert!(
+        msg.contains("model.layers.0.self_attn.k_proj.weight")
+            && msg.contains("[64, 32]")
+            && msg.contains("[32, 64]"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unsupported_architecture_is_named() {
+    let dir = copy_fixture("qwen2_tiny");
+    let path = dir.path().join("config.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("Qwen2ForCausalLM", "LlamaForCausalLM");
+    std::fs::write(&path, text).unwrap();
+    let msg = load_model(dir.path(), &device()).unwrap_err().to_string();
+    assert!(
+        msg.contains("architectures")
+            && msg.contains("LlamaForCausalLM")
+            && msg.contains("config.json"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn missing_weights_and_tokenizer_are_errors() {
+    let dir = copy_fixture("qwen2_tiny");
+    assert!(matches!(
+        load_dir(dir.path(), &device()),
+        Err(Error::NoTokenizer { .. })
+    ));
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    assert!(matches!(
+        load_model(dir.path(), &device()),
+        Err(Error::NoWeights { .. })
+    ));
+}

@@ -1,0 +1,3 @@
+//! Integration tests of `rstar-policy`, one module per topic.
+
+mod policy;

@@ -1,0 +1,114 @@
+//! `rstar tools serve`: the sandboxed Python pool as an HTTP service speaking
+//! the code-judge and SandboxFusion protocols (see `rstar-toolserver`).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use rstar_toolenv::Pool;
+use rstar_toolserver::{ServerBuilder, ServerConfig};
+
+/// Arguments of `rstar tools serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Port to listen on (0 picks a free one and prints it).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Address to bind. Loopback by default: the service runs arbitrary code.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Require `Authorization: Bearer <TOKEN>` on every route but `/ping`.
+    #[arg(long, env = "RSTAR_TOOLS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Number of workers [default: the number of CPUs].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Python interpreter (numpy and sympy are preloaded when it has them).
+    #[arg(long, env = "RSTAR_PYTHON", default_value = "python3")]
+    pub python: PathBuf,
+    /// Wall-clock limit per call, in seconds (SandboxFusion's `run_timeout` overrides it per request).
+    #[arg(long, default_value_t = 10.0)]
+    pub timeout: f64,
+    /// Address-space limit per call, in MiB.
+    #[arg(long, default_value_t = 4096)]
+    pub memory_mb: u64,
+    /// Modules to preload, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "numpy,sympy")]
+    pub preload: Vec<String>,
+    /// Seconds a call may wait for a worker before it is answered `queue_timeout`
+    /// (code-judge's `MAX_QUEUE_WORK_LIFE_TIME`; `/run/long-batch` and `/run_code` wait).
+    #[arg(long, default_value_t = 4.0)]
+    pub queue_timeout: f64,
+    /// Largest request body, in MiB.
+    #[arg(long, default_value_t = 16)]
+    pub max_body_mb: usize,
+    /// Seconds to let in-flight calls finish after SIGINT/SIGTERM.
+    #[arg(long, default_value_t = 60.0)]
+    pub drain_timeout: f64,
+}
+
+/// Runs `rstar tools serve` until SIGINT or SIGTERM, then drains and exits.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.timeout.is_finite() && args.timeout > 0.0,
+        "--timeout must be positive"
+    );
+    anyhow::ensure!(
+        args.queue_timeout.is_finite() && args.queue_timeout > 0.0,
+        "--queue-timeout must be positive"
+    );
+    anyhow::ensure!(
+        args.drain_timeout.is_finite() && args.drain_timeout >= 0.0,
+        "--drain-timeout must not be negative"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut pool = Pool::builder()
+        .python(&args.python)
+        .timeout(Duration::from_secs_f64(args.timeout))
+        .memory(args.memory_mb << 20)
+        .preload(args.preload.iter().filter(|m| !m.is_empty()).cloned());
+    if let Some(w) = args.workers {
+        pool = pool.workers(w);
+    }
+    let pool = pool.build().context("starting the tool pool")?;
+    pool.ready()
+        .await
+        .context("starting the tool pool's workers")?;
+    let config = ServerConfig {
+        host: args.host,
+        port: args.port,
+        token: args.token,
+        queue_timeout_s: args.queue_timeout,
+        max_body_bytes: args.max_body_mb << 20,
+        drain_timeout_s: args.drain_timeout,
+        ..ServerConfig::code_judge()
+    };
+    let workers = pool.config().workers;
+    let server = ServerBuilder::new().config(config).serve(pool).await?;
+    eprintln!(
+        "rstar tools serve: listening on {} ({workers} workers)",
+        server.url()
+    );
+    wait_for_signal().await?;
+    eprintln!("rstar tools serve: shutting down, letting in-flight calls finish");
+    server.shutdown().await?;
+    eprintln!("rstar tools serve: stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! The SFT corpus with a fake executor: structure, counts, masks and replay through an episode.
+
+use rstar_agent::episode::{ByteTokenizer, Episode, Limits, Role, StopReason};
+use rstar_agent::tasks::sft::{
+    Bug, Demonstration, SftConfig, build_corpus, demonstrate, read_corpus, write_corpus,
+};
+use rstar_agent::tasks::{Split, Task, TaskConfig, TaskKind, TaskSet};
+use rstar_agent::template::Template;
+use rstar_agent::toolcall::ToolOutcome;
+
+use super::common::{PairTokenizer, fake_executor, last_boxed};
+
+fn tasks(n: usize) -> Vec<Task> {
+    TaskSet::new(TaskConfig::embedded_default())
+        .unwrap()
+        .generate(Split::Train, n, 42)
+        .unwrap()
+}
+
+#[test]
+fn a_third_fail_first_and_the_choice_is_seeded() {
+    let tasks = tasks(30);
+    let config = SftConfig::default();
+    let demos = build_corpus(&tasks, &Template::compact(), &config, fake_executor(&tasks)).unwrap();
+    assert_eq!(demos.len(), 30);
+    assert_eq!(demos.iter().filter(|d| d.bug.is_some()).count(), 10);
+    let again = build_corpus(&tasks, &Template::compact(), &config, fake_executor(&tasks)).unwrap();
+    assert_eq!(demos, again);
+    let other = SftConfig { seed: 1, ..config };
+    let moved = build_corpus(&tasks, &Template::compact(), &other, fake_executor(&tasks)).unwrap();
+    let bugs = |d: &[Demonstration]| d.iter().map(|d| d.bug).collect::<Vec<_>>();
+    assert_ne!(bugs(&demos), bugs(&moved));
+    for d in &demos {
+        let n = if d.bug.is_some() { 5 } else { 3 };
+        assert_eq!(d.segments.len(), n);
+        let roles: Vec<bool> = d.segments.iter().map(|s| s.trainable).collect();
+        assert!(
+            roles.iter().enumerate().all(|(i, &t)| t == (i % 2 == 0)),
+            "{roles:?}"
+        );
+        assert_eq!(
+            last_boxed(d.segments.last().unwrap().text.as_str()).as_deref(),
+            Some(d.answer.as_str())
+        );
+    }
+}
+
+#[test]
+fn compact_demonstration_reads_as_designed() {
+    let task = Task::new("t", TaskKind::Product, vec![12345, 6789]);
+    let config = SftConfig::default();
+    let mut exec = fake_executor(std::slice::from_ref(&task));
+    let plain = demonstrate(&task, None, &Template::compact(), &config, &mut exec).unwrap();
+    assert_eq!(
+        plain.full_text(),
+        "Q:What is 12345*6789?\nA:Multiply.<c>print(12345*6789)</c>\nO:83810205\nA:<answer>\\boxed{83810205}</answer>"
+    );
+    let typo = demonstrate(
+        &task,
+        Some(Bug::Typo),
+        &Template::compact(),
+        &config,
+        &mut exec,
+    )
+    .unwrap();
+    assert_eq!(
+        typo.response_text(),
+        "Multiply.<c>prnt(12345*6789)</c>\nO:NameError at line 1: name 'prnt' is not defined\nA:Fix.<c>print(12345*6789)</c>\nO:83810205\nA:<answer>\\boxed{83810205}</answer>"
+    );
+    assert_eq!(Bug::WrongFunction.apply(&task), "print(mul(12345,6789))");
+    assert_eq!(Bug::SyntaxError.apply(&task), "print(12345*6789");
+}
+
+#[test]
+fn chatml_demonstration_reads_as_designed() {
+    let task = Task::new("t", TaskKind::ModPow, vec![3, 200, 1000]);
+    let mut exec = fake_executor(std::slice::from_ref(&task));
+    let d = demonstrate(
+        &task,
+        None,
+        &Template::chatml(),
+        &SftConfig::new(Limits::rstar2_agent()),
+        &mut exec,
+    )
+    .unwrap();
+    assert!(d.prompt.ends_with(
+        "This is the problem:\nWhat is 3^200 mod 1000?<|im_end|>\n<|im_start|>assistant\n<reason>"
+    ));
+    assert_eq!(
+        d.response_text(),
+        "I need 3^200 modulo 1000; Python's three-argument pow does this exactly. This is error-prone by hand, so I will compute it with Python.</reason>\n<tool_call>\n{\"name\": \"python_code_with_standard_io\", \"arguments\": {\"code\": \"print(pow(3,200,1000))\", \"input\": \"\"}}\n</tool_call><|im_end|><|im_start|>user\n<tool_response>\nTool call success\nstdout: 1\n\nexecution time: 0.05s\n</tool_response><|im_end|>\n<|im_start|>assistant\n<reason>The code printed 1.</reason>\n<answer>\nThe answer is \\boxed{1}.\n</answer><|im_end|>"
+    );
+}
+
+#[test]
+fn demonstrations_replay_through_an_episode_identically() {
+    let tasks = tasks(24);
+    let tok = PairTokenizer;
+    for (template, limits) in [
+        (Template::compact(), Limits::compact()),
+        (Template::chatml(), Limits::rstar2_agent()),
+    ] {
+        let config = SftConfig::new(limits.clone());
+        let demos = build_corpus(&tasks, &template, &config, fake_executor(&tasks)).unwrap();
+        for d in &demos {
+            let (ids, mask) = d.encode(&tok);
+            let turns = d.assistant_turns();
+            let mut next = turns.iter();
+            let t = Episode::new(
+                &tok,
+                &template,
+                limits.clone(),
+                &tasks.iter().find(|t| t.id == d.id).unwrap().problem_text(),
+            )
+            .run(
+                |_, _| next.next().unwrap().to_string(),
+                fake_executor(&tasks),
+            )
+            .unwrap()
+            .finish()
+            .unwrap();
+            assert_eq!(t.stop, StopReason::NoToolCall, "{}", d.full_text());
+            assert_eq!(t.prompt, d.prompt);
+            let mut replay_ids = t.prompt_ids.clone();
+            replay_ids.extend(&t.response_ids);
+            let mut replay_mask = vec![0u8; t.prompt_ids.len()];
+            replay_mask.extend(&t.loss_mask);
+            assert_eq!(replay_ids, ids);
+            assert_eq!(replay_mask, mask);
+            assert_eq!(
+                t.turns.iter().filter(|t| t.role == Role::Tool).count(),
+                d.segments.len() / 2
+            );
+        }
+    }
+}
+
+#[test]
+fn compact_demonstrations_fit_a_character_model() {
+    let tasks = tasks(60);
+    let demos = build_corpus(
+        &tasks,
+        &Template::compact(),
+        &SftConfig::default(),
+        fake_executor(&tasks),
+    )
+    .unwrap();
+    let tok = ByteTokenizer;
+    let longest = demos.iter().map(|d| d.encode(&tok).0.len()).max().unwrap();
+    assert!(longest <= 400, "{longest} characters");
+}
+
+#[test]
+fn a_wrong_executor_is_caught() {
+    let task = Task::new("t7", TaskKind::Product, vec![2000, 3000]);
+    let config = SftConfig::default();
+    let mut liar = |_: &_| ToolOutcome::code_judge(true, "", "5\n", "", 0.0);
+    let err = demonstrate(&task, None, &Template::compact(), &config, &mut liar).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "demonstration for `t7`: the solution printed Some(\"5\") (Output), expected \"6000000\""
+    );
+    let err = demonstrate(
+        &task,
+        Some(Bug::Typo),
+        &Template::compact(),
+        &config,
+        &mut liar,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("the buggy call (Typo) did not fail"),
+        "{err}"
+    );
+}
+
+#[test]
+fn corpus_round_trips_through_jsonl() {
+    let tasks = tasks(6);
+    let demos = build_corpus(
+        &tasks,
+        &Template::chatml(),
+        &SftConfig::new(Limits::rstar2_agent()),
+        fake_executor(&tasks),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sft.jsonl");
+    write_corpus(&path, &demos).unwrap();
+    assert_eq!(read_corpus(&path).unwrap(), demos);
+    std::fs::write(&path, "{}\n").unwrap();
+    let err = read_corpus(&path).unwrap_err().to_string();
+    assert!(err.contains("sft.jsonl:1: missing field"), "{err}");
+}

@@ -1,0 +1,220 @@
+//! End-to-end tests of `rstar roc`: JSONL rollouts in, kept lines out unchanged, metrics on stderr.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn rstar_roc(args: &[&str], input: &[u8]) -> (i32, Vec<u8>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rstar"))
+        .arg("roc")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the rstar binary runs");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        out.stdout,
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The reference fixture's rows as JSONL, and the row ids the reference keeps.
+fn fixture() -> (String, Vec<u64>) {
+    let path = rstar_testdata::fixture("roc/cases.json");
+    let cases: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut jsonl = String::new();
+    for row in cases["rows"].as_array().unwrap() {
+        jsonl.push_str(&serde_json::to_string(row).unwrap());
+        jsonl.push('\n');
+    }
+    let kept = cases["kept_resample_on_correct"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    (jsonl, kept)
+}
+
+fn ids(out: &[u8]) -> Vec<u64> {
+    String::from_utf8(out.to_vec())
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn reference_mode_matches_the_reference_byte_for_byte() {
+    let (input, kept) = fixture();
+    let (code, out, err) = rstar_roc(
+        &[
+            "--mode",
+            "reference",
+            "--keep",
+            "16",
+            "--min-failures",
+            "2",
+            "--min-successes",
+            "2",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(ids(&out), kept);
+    let expected: String = input
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| kept.contains(&(*i as u64)))
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    assert_eq!(String::from_utf8(out).unwrap(), expected);
+    assert!(
+        err.contains("roc_error_ratio/global_err_ratio = 0.27009"),
+        "{err}"
+    );
+    assert!(
+        err.contains("kept 832 of 1712 traces in 60 groups"),
+        "{err}"
+    );
+}
+
+#[test]
+fn paper_mode_keeps_16_of_32_and_prefers_low_penalties() {
+    let (input, _) = fixture();
+    let (code, out, err) = rstar_roc(&["--mode", "paper", "--seed", "5"], input.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    let text = String::from_utf8(out).unwrap();
+    let mut per_group: BTreeMap<String, usize> = BTreeMap::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        *per_group
+            .entry(v["uid"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
+    for line in input.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        *sizes
+            .entry(v["uid"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    for (uid, size) in &sizes {
+        assert_eq!(per_group[uid], (*size).min(16), "{uid}");
+    }
+    let metric = |name: &str| -> f64 {
+        let line = err
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap();
+        line.rsplit(" = ").next().unwrap().parse().unwrap()
+    };
+    assert!(
+        metric("roc/kept_success_p_total_mean") + 0.1 < metric("roc/dropped_success_p_total_mean"),
+        "{err}"
+    );
+    // Same seed, same output; another seed, another selection.
+    assert_eq!(
+        rstar_roc(&["--seed", "5"], input.as_bytes()).1,
+        text.as_bytes()
+    );
+    assert_ne!(
+        rstar_roc(&["--seed", "6"], input.as_bytes()).1,
+        text.as_bytes()
+    );
+}
+
+#[test]
+fn structured_counts_and_pass_through_fields() {
+    let mut input = String::new();
+    for i in 0..4 {
+        // Two successes (one with a tool error) and two failures, down to 2.
+        let reward = u8::from(i < 2);
+        input.push_str(&format!(
+            "{{\"uid\": \"q\", \"reward\": {reward}, \"tool_calls\": 2, \"failed_calls\": {}, \"answers\": 1, \"assistant_turns\": 3, \"extra\": {{\"i\": {i}}}}}\n",
+            i % 2
+        ));
+    }
+    let (code, out, err) = rstar_roc(
+        &[
+            "--mode",
+            "reference",
+            "--keep",
+            "2",
+            "--min-failures",
+            "1",
+            "--min-successes",
+            "1",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = input.lines().collect();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!("{}\n{}\n", lines[0], lines[2])
+    );
+}
+
+#[test]
+fn equal_reward_groups_are_rejected_on_request() {
+    let input = "{\"uid\":\"a\",\"reward\":1,\"response\":\"\"}\n{\"uid\":\"a\",\"reward\":1,\"response\":\"\"}\n{\"uid\":\"b\",\"reward\":1,\"response\":\"\"}\n{\"uid\":\"b\",\"reward\":0,\"response\":\"\"}\n";
+    let (code, out, err) = rstar_roc(
+        &[
+            "--keep",
+            "2",
+            "--min-failures",
+            "1",
+            "--min-successes",
+            "1",
+            "--reject-equal-reward",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        input
+            .lines()
+            .skip(2)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    );
+    assert!(
+        err.contains("reject_equal_reward/solve_equal_total = 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn malformed_lines_are_reported_with_their_number() {
+    let input = "{\"uid\":\"a\",\"reward\":1,\"response\":\"\"}\nnot json\n{\"uid\":\"a\"}\n";
+    let (code, out, err) = rstar_roc(&[], input.as_bytes());
+    assert_ne!(code, 0);
+    assert!(out.is_empty());
+    assert!(err.contains("<stdin>:2: invalid JSON"), "{err}");
+    assert!(err.contains("<stdin>:3: missing field `reward`"), "{err}");
+    let (code, out, err) = rstar_roc(&["--skip-malformed"], input.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!("{}\n", input.lines().next().unwrap())
+    );
+}
+
+#[test]
+fn invalid_floors_fail() {
+    let (code, _, err) = rstar_roc(&["--keep", "3"], b"");
+    assert_ne!(code, 0);
+    assert!(err.contains("exceed keep"), "{err}");
+}

@@ -1,0 +1,152 @@
+//! End-to-end tests of `rstar verify`: JSONL in, one verdict a line out, summary and malformed lines on stderr.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn verify_stdin(args: &[&str], input: &str) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rstar"))
+        .arg("verify")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the rstar binary runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn scores_lines_in_order_with_a_summary() {
+    let input = [
+        r#"{"response": "so $\\boxed{42}$", "answer": "42"}"#,
+        r#"{"response": "\\boxed{4200}", "answer": 42}"#,
+        r#"{"response": "no box", "answer": "7"}"#,
+        "",
+        r#"{"response": "\\boxed{1{,}000}", "answer": "1000"}"#,
+    ]
+    .join("\n");
+    let (code, out, err) = verify_stdin(&[], &input);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    let got: Vec<(u64, u64, &str)> = lines
+        .iter()
+        .map(|v| {
+            (
+                v["line"].as_u64().unwrap(),
+                v["reward"].as_u64().unwrap(),
+                v["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, 1, "right"),
+            (2, 0, "wrong"),
+            (3, 0, "no_box"),
+            (5, 1, "right")
+        ]
+    );
+    assert_eq!(lines[3]["normalized"], "1000");
+    assert!(err.contains("accuracy 0.5000 (2/4)"), "{err}");
+    assert!(err.contains("right 2, wrong 1, no_box 1"), "{err}");
+}
+
+#[test]
+fn malformed_lines_are_reported_and_skipped() {
+    let input = [
+        r#"{"response": "\\boxed{1}", "answer": "1"}"#,
+        r#"{not json"#,
+        r#"{"response": "\\boxed{1}"}"#,
+        r#"{"response": "\\boxed{1}", "answer": "1/2"}"#,
+        r#"{"response": "\\boxed{2}", "answer": "2"}"#,
+    ]
+    .join("\n");
+    let (code, out, err) = verify_stdin(&[], &input);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(out.lines().count(), 2);
+    assert!(err.contains("<stdin>:2: skipped: invalid JSON"), "{err}");
+    assert!(
+        err.contains("<stdin>:3: skipped: missing field `answer`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("<stdin>:4: skipped: field `answer`: ground truth `1/2` is not an integer"),
+        "{err}"
+    );
+    assert!(err.contains("2 scored, 3 skipped"), "{err}");
+    // A line that is not UTF-8 is skipped too; the next line is still scored.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rstar"))
+        .arg("verify")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bytes = b"{\"response\": \"\xff\", \"answer\": \"1\"}\n{\"response\": \"\\\\boxed{1}\", \"answer\": \"1\"}\n";
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("<stdin>:1: skipped: the line is not valid UTF-8"),
+        "{err}"
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
+}
+
+#[test]
+fn field_names_and_input_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("in.jsonl");
+    std::fs::write(
+        &path,
+        "{\"text\": \"\\\\boxed{2^{10}}\", \"gt\": \"1024\"}\n",
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let (code, out, err) = verify_stdin(
+        &[
+            "--input",
+            p,
+            "--response-field",
+            "text",
+            "--answer-field",
+            "gt",
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"reason\":\"right\""), "{out}");
+    let (_, out, _) = verify_stdin(
+        &[
+            "-i",
+            p,
+            "--response-field",
+            "text",
+            "--answer-field",
+            "gt",
+            "--no-expressions",
+        ],
+        "",
+    );
+    assert!(out.contains("\"reason\":\"not_an_integer\""), "{out}");
+    let (code, _, err) = verify_stdin(&["--input", "/no/such/file.jsonl"], "");
+    assert_eq!(code, 1);
+    assert!(err.contains("/no/such/file.jsonl"), "{err}");
+}

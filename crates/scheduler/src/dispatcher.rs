@@ -1,0 +1,435 @@
+//! The tokio dispatcher: runs multi-turn rollouts against any [`Engine`] and [`ToolRunner`].
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+
+use crate::engine::{Engine, ToolCall, ToolRunner, TurnRequest};
+use crate::policy::{DispatchPolicy, EngineView, KvRetention, choose_engine};
+use crate::rollout::{FinishReason, Next, RolloutState};
+use crate::{Error, Result};
+
+/// One rollout to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutRequest {
+    /// A caller-chosen id, passed to the engine and the tool runner.
+    pub id: u64,
+    /// The prompt's token ids.
+    pub prompt: Vec<u32>,
+    /// Response budget in tokens (model and tool tokens together).
+    pub max_response_tokens: u64,
+    /// The most model turns.
+    pub max_turns: u32,
+}
+
+/// A finished rollout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutResult {
+    /// The request's id.
+    pub id: u64,
+    /// The response: model turns and tool outputs, in order.
+    pub response: Vec<u32>,
+    /// One flag per response token: `true` for model tokens (trained on), `false` for tool
+    /// tokens (masked out of the loss).
+    pub model_mask: Vec<bool>,
+    /// Model turns.
+    pub turns: u32,
+    /// Tool calls.
+    pub tool_calls: u32,
+    /// Why it ended.
+    pub finish: FinishReason,
+    /// The engines its turns ran on, one entry per turn.
+    pub engines: Vec<usize>,
+}
+
+/// Counters from one [`Dispatcher::run`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DispatchStats {
+    /// Per engine, the most KV tokens reserved at once (kv-aware only; zero otherwise).
+    pub peak_reserved: Vec<u64>,
+    /// Per engine, the capacity reservations were checked against (the smaller of
+    /// [`Engine::kv_capacity`] and the free tokens it reported at the start).
+    pub capacity: Vec<u64>,
+    /// The most tool calls in flight at once.
+    pub peak_tool_calls: usize,
+    /// The most rollouts waiting in the dispatcher's queue at once.
+    pub peak_queue: usize,
+}
+
+/// What [`Dispatcher::run`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchReport {
+    /// The finished rollouts, in the order of the requests.
+    pub rollouts: Vec<RolloutResult>,
+    /// Counters.
+    pub stats: DispatchStats,
+}
+
+/// Runs batches of rollouts over a set of engines and one tool runner, with one of the three
+/// [`DispatchPolicy`] values and a [`KvRetention`].
+///
+/// The admission decision is [`choose_engine`], the same function the
+/// [simulator](crate::simulate) measures. Under `kv-aware` the dispatcher keeps its own book
+/// of reservations (prompt + budget per admitted rollout) and never lets the reservations on
+/// an engine exceed its capacity; under the other two policies every rollout is sent at once
+/// and the engines queue (and, being real engines, may preempt).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use rstar_scheduler::{
+///     DispatchPolicy, Dispatcher, Engine, KvRetention, RolloutRequest, ToolRunner,
+/// };
+///
+/// async fn roll(
+///     engines: Vec<Arc<dyn Engine>>,
+///     tools: Arc<dyn ToolRunner>,
+///     prompts: Vec<Vec<u32>>,
+/// ) -> rstar_scheduler::Result<()> {
+///     let requests = prompts
+///         .into_iter()
+///         .enumerate()
+///         .map(|(i, prompt)| RolloutRequest {
+///             id: i as u64,
+///             prompt,
+///             max_response_tokens: 12_288,
+///             max_turns: 16,
+///         })
+///         .collect();
+///     let report = Dispatcher::new(engines, tools)
+///         .policy(DispatchPolicy::KvAware)
+///         .retention(KvRetention::Keep)
+///         .run(requests)
+///         .await?;
+///     for r in &report.rollouts {
+///         println!("{}: {} tokens, {} tool calls, {:?}", r.id, r.response.len(), r.tool_calls, r.finish);
+///     }
+///     Ok(())
+/// }
+/// ```
+pub struct Dispatcher {
+    engines: Vec<Arc<dyn Engine>>,
+    tools: Arc<dyn ToolRunner>,
+    policy: DispatchPolicy,
+    retention: KvRetention,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("engines", &self.engines.len())
+            .field("policy", &self.policy)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Event {
+    Turn {
+        slot: usize,
+        engine: usize,
+        result: std::result::Result<crate::engine::TurnOutput, String>,
+    },
+    Tool {
+        slot: usize,
+        result: std::result::Result<crate::engine::ToolOutput, String>,
+    },
+}
+
+struct Slot {
+    request: RolloutRequest,
+    state: RolloutState,
+    context: Vec<u32>,
+    mask: Vec<bool>,
+    engines: Vec<usize>,
+    /// The engine the rollout is bound to (sticky), if any.
+    engine: Option<usize>,
+    /// Whether a kv-aware reservation is held.
+    reserved: bool,
+    pending_tool: Option<String>,
+    done: bool,
+}
+
+struct Run<'a> {
+    d: &'a Dispatcher,
+    slots: Vec<Slot>,
+    views: Vec<EngineView>,
+    queue: VecDeque<usize>,
+    tasks: JoinSet<Event>,
+    tools_in_flight: usize,
+    stats: DispatchStats,
+}
+
+impl Dispatcher {
+    /// A dispatcher over `engines` (at least one) and `tools`, `kv-aware` with
+    /// [`KvRetention::Keep`] until changed.
+    pub fn new(engines: Vec<Arc<dyn Engine>>, tools: Arc<dyn ToolRunner>) -> Self {
+        Self {
+            engines,
+            tools,
+            policy: DispatchPolicy::KvAware,
+            retention: KvRetention::Keep,
+        }
+    }
+
+    /// Sets the dispatch policy.
+    pub fn policy(mut self, policy: DispatchPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets what happens to KV caches during tool calls.
+    pub fn retention(mut self, retention: KvRetention) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Runs every rollout to completion and returns them in request order.
+    ///
+    /// Fails with [`Error::TooLarge`] (before starting anything) when a kv-aware reservation
+    /// fits no engine, and with [`Error::Engine`] or [`Error::Tool`] on the first failure of
+    /// an implementation (the other in-flight calls are cancelled).
+    pub async fn run(&self, requests: Vec<RolloutRequest>) -> Result<DispatchReport> {
+        if self.engines.is_empty() {
+            return Err(Error::Config {
+                field: "engines",
+                reason: "a dispatcher needs at least one engine".into(),
+            });
+        }
+        let mut views = Vec::with_capacity(self.engines.len());
+        for (i, engine) in self.engines.iter().enumerate() {
+            let free = engine.free_kv_tokens().await.map_err(|e| Error::Engine {
+                engine: i,
+                rollout: 0,
+                message: format!("free_kv_tokens: {e}"),
+            })?;
+            views.push(EngineView {
+                capacity: engine.kv_capacity().min(free),
+                reserved: 0,
+                in_flight: 0,
+            });
+        }
+        let slots: Vec<Slot> = requests
+            .into_iter()
+            .map(|request| Slot {
+                state: RolloutState::new(
+                    request.prompt.len() as u64,
+                    request.max_response_tokens,
+                    request.max_turns,
+                ),
+                context: request.prompt.clone(),
+                mask: Vec::new(),
+                engines: Vec::new(),
+                engine: None,
+                reserved: false,
+                pending_tool: None,
+                done: false,
+                request,
+            })
+            .collect();
+        if self.policy.reserves_kv() {
+            let largest = views.iter().map(|v| v.capacity).max().unwrap_or(0);
+            if let Some(s) = slots.iter().find(|s| s.state.reservation() > largest) {
+                return Err(Error::TooLarge {
+                    rollout: s.request.id,
+                    need: s.state.reservation(),
+                    largest,
+                });
+            }
+        }
+        let mut run = Run {
+            d: self,
+            queue: (0..slots.len()).collect(),
+            slots,
+            stats: DispatchStats {
+                peak_reserved: vec![0; views.len()],
+                capacity: views.iter().map(|v| v.capacity).collect(),
+                ..DispatchStats::default()
+            },
+            views,
+            tasks: JoinSet::new(),
+            tools_in_flight: 0,
+        };
+        run.admit();
+        while let Some(joined) = run.tasks.join_next().await {
+            let event = joined.map_err(|e| Error::Engine {
+                engine: usize::MAX,
+                rollout: 0,
+                message: format!("task panicked: {e}"),
+            })?;
+            run.handle(event)?;
+            run.admit();
+        }
+        debug_assert!(run.queue.is_empty() && run.slots.iter().all(|s| s.done));
+        let rollouts = run
+            .slots
+            .into_iter()
+            .map(|s| RolloutResult {
+                id: s.request.id,
+                response: s.context[s.request.prompt.len()..].to_vec(),
+                model_mask: s.mask,
+                turns: s.state.turns(),
+                tool_calls: s.state.tool_calls(),
+                finish: s.state.finish().unwrap_or(FinishReason::Stop),
+                engines: s.engines,
+            })
+            .collect();
+        Ok(DispatchReport {
+            rollouts,
+            stats: run.stats,
+        })
+    }
+}
+
+impl Run<'_> {
+    /// Admits queued rollouts in order while the policy allows.
+    fn admit(&mut self) {
+        let total = self.slots.len();
+        self.stats.peak_queue = self.stats.peak_queue.max(self.queue.len());
+        while let Some(&slot) = self.queue.front() {
+            let engine = match self.slots[slot].engine {
+                // A resumed rollout under `release` is re-dispatched only under kv-aware;
+                // the other policies keep it on its engine, as verl's sticky sessions do.
+                Some(e) if !self.d.policy.reserves_kv() => e,
+                _ => {
+                    let need = self.slots[slot].state.reservation();
+                    match choose_engine(self.d.policy, &self.views, slot, total, need) {
+                        Some(e) => e,
+                        None => break,
+                    }
+                }
+            };
+            self.queue.pop_front();
+            let s = &mut self.slots[slot];
+            if s.engine.is_none() {
+                self.views[engine].in_flight += 1;
+            }
+            if self.d.policy.reserves_kv() {
+                self.views[engine].reserved += s.state.reservation();
+                s.reserved = true;
+                let v = &self.views[engine];
+                assert!(v.reserved <= v.capacity, "reservation over capacity");
+                self.stats.peak_reserved[engine] = self.stats.peak_reserved[engine].max(v.reserved);
+            }
+            s.engine = Some(engine);
+            self.submit_turn(slot);
+        }
+    }
+
+    fn submit_turn(&mut self, slot: usize) {
+        let s = &mut self.slots[slot];
+        let engine = s.engine.expect("a submitted turn has an engine");
+        s.engines.push(engine);
+        let request = TurnRequest {
+            rollout: s.request.id,
+            turn: s.state.turns(),
+            context: s.context.clone(),
+            max_new_tokens: s.state.turn_limit(),
+        };
+        let e = Arc::clone(&self.d.engines[engine]);
+        self.tasks.spawn(async move {
+            let result = e.generate(request).await.map_err(|e| e.to_string());
+            Event::Turn {
+                slot,
+                engine,
+                result,
+            }
+        });
+    }
+
+    /// Frees the slot's engine binding (and reservation) and tells the engine.
+    fn unbind(&mut self, slot: usize, keep_sticky: bool) {
+        let s = &mut self.slots[slot];
+        let Some(engine) = s.engine else { return };
+        if s.reserved {
+            self.views[engine].reserved -= s.state.reservation();
+            s.reserved = false;
+        }
+        // Under kv-aware a released rollout is dispatched again from scratch; the other
+        // policies keep it bound to its engine (sticky) until it ends.
+        if !keep_sticky || self.d.policy.reserves_kv() {
+            self.views[engine].in_flight -= 1;
+            s.engine = None;
+        }
+        let e = Arc::clone(&self.d.engines[engine]);
+        let id = s.request.id;
+        // Fire and forget: release is advisory and must not hold up dispatch.
+        tokio::spawn(async move { e.release(id).await });
+    }
+
+    fn handle(&mut self, event: Event) -> Result<()> {
+        match event {
+            Event::Turn {
+                slot,
+                engine,
+                result,
+            } => {
+                let s = &mut self.slots[slot];
+                let out = result.map_err(|message| Error::Engine {
+                    engine,
+                    rollout: s.request.id,
+                    message,
+                })?;
+                let limit = s.state.turn_limit() as usize;
+                let kept = out.tokens.len().min(limit);
+                s.context.extend_from_slice(&out.tokens[..kept]);
+                s.mask.extend(std::iter::repeat_n(true, kept));
+                match s.state.on_turn_end(kept as u64, out.tool_call.is_some()) {
+                    Next::RunTool => {
+                        let call = ToolCall {
+                            rollout: s.request.id,
+                            turn: s.state.turns() - 1,
+                            payload: out.tool_call.unwrap_or_default(),
+                        };
+                        s.pending_tool = Some(call.payload.clone());
+                        if self.d.retention == KvRetention::Release {
+                            self.unbind(slot, true);
+                        }
+                        self.tools_in_flight += 1;
+                        self.stats.peak_tool_calls =
+                            self.stats.peak_tool_calls.max(self.tools_in_flight);
+                        let tools = Arc::clone(&self.d.tools);
+                        self.tasks.spawn(async move {
+                            let result = tools.run(call).await.map_err(|e| e.to_string());
+                            Event::Tool { slot, result }
+                        });
+                    }
+                    Next::Finish(_) => self.finish(slot),
+                    Next::Generate => unreachable!("a turn end never asks for a turn"),
+                }
+            }
+            Event::Tool { slot, result } => {
+                self.tools_in_flight -= 1;
+                let s = &mut self.slots[slot];
+                s.pending_tool = None;
+                let out = result.map_err(|message| Error::Tool {
+                    rollout: s.request.id,
+                    message,
+                })?;
+                let kept = out.tokens.len().min(s.state.turn_limit() as usize);
+                s.context.extend_from_slice(&out.tokens[..kept]);
+                s.mask.extend(std::iter::repeat_n(false, kept));
+                match s.state.on_tool_result(out.tokens.len() as u64) {
+                    Next::Generate => {
+                        if self.d.retention == KvRetention::Keep {
+                            // The engine still holds the context (and the reservation).
+                            self.submit_turn(slot);
+                        } else {
+                            // Resumed rollouts go ahead of new ones so started work finishes.
+                            self.queue.push_front(slot);
+                        }
+                    }
+                    Next::Finish(_) => self.finish(slot),
+                    Next::RunTool => unreachable!("a tool result never asks for a tool"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, slot: usize) {
+        self.unbind(slot, false);
+        self.slots[slot].done = true;
+    }
+}

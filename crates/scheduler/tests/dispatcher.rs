@@ -1,0 +1,273 @@
+//! The tokio dispatcher against in-process fake engines and tools, in paused virtual time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rstar_scheduler::{
+    BoxError, BoxFuture, DispatchPolicy, Dispatcher, Engine, Error, FinishReason, KvRetention,
+    RolloutRequest, ToolCall, ToolOutput, ToolRunner, TurnOutput, TurnRequest,
+};
+
+/// The scripted behaviour of rollout `id`: turn `t` generates `10 + (id * 7 + t * 13) % 40`
+/// tokens and calls a tool while `t < id % 4`.
+fn script(id: u64, turn: u32) -> (usize, bool) {
+    let n = 10 + ((id * 7 + turn as u64 * 13) % 40) as usize;
+    (n, (turn as u64) < id % 4)
+}
+
+const TOOL_TOKENS: [u32; 3] = [9, 9, 9];
+
+/// A fake engine: 1 ms of virtual time per generated token, KV held per rollout from its
+/// first turn until `release`, peak recorded.
+struct FakeEngine {
+    capacity: u64,
+    fail_on: Option<u64>,
+    held: Mutex<HashMap<u64, u64>>,
+    peak: Mutex<u64>,
+    peak_rollouts: Mutex<usize>,
+    released: Mutex<Vec<u64>>,
+}
+
+impl FakeEngine {
+    fn new(capacity: u64) -> Arc<Self> {
+        Arc::new(Self {
+            capacity,
+            fail_on: None,
+            held: Mutex::new(HashMap::new()),
+            peak: Mutex::new(0),
+            peak_rollouts: Mutex::new(0),
+            released: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn hold(&self, rollout: u64, tokens: u64) {
+        let mut held = self.held.lock().unwrap();
+        held.insert(rollout, tokens);
+        let total = held.values().sum::<u64>();
+        let mut peak = self.peak.lock().unwrap();
+        *peak = (*peak).max(total);
+        let mut peak = self.peak_rollouts.lock().unwrap();
+        *peak = (*peak).max(held.len());
+    }
+}
+
+impl Engine for FakeEngine {
+    fn kv_capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
+        Box::pin(async move {
+            let used: u64 = self.held.lock().unwrap().values().sum();
+            Ok(self.capacity.saturating_sub(used))
+        })
+    }
+
+    fn generate(&self, request: TurnRequest) -> BoxFuture<'_, Result<TurnOutput, BoxError>> {
+        Box::pin(async move {
+            if self.fail_on == Some(request.rollout) {
+                return Err("out of memory".into());
+            }
+            let (n, tool) = script(request.rollout, request.turn);
+            let n = n.min(request.max_new_tokens as usize);
+            // The whole turn's KV (context plus new tokens) is held while it generates.
+            self.hold(request.rollout, (request.context.len() + n) as u64);
+            tokio::time::sleep(Duration::from_millis(n as u64)).await;
+            Ok(TurnOutput {
+                tokens: vec![request.rollout as u32; n],
+                tool_call: tool.then(|| format!("print({})", request.turn)),
+            })
+        })
+    }
+
+    fn release(&self, rollout: u64) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.held.lock().unwrap().remove(&rollout);
+            self.released.lock().unwrap().push(rollout);
+        })
+    }
+}
+
+/// A fake sandbox: 300 ms per call, three tokens back, concurrency recorded.
+#[derive(Default)]
+struct FakeTools {
+    now: Mutex<usize>,
+    peak: Mutex<usize>,
+    calls: Mutex<Vec<ToolCall>>,
+}
+
+impl ToolRunner for FakeTools {
+    fn run(&self, call: ToolCall) -> BoxFuture<'_, Result<ToolOutput, BoxError>> {
+        Box::pin(async move {
+            {
+                let mut now = self.now.lock().unwrap();
+                *now += 1;
+                let mut peak = self.peak.lock().unwrap();
+                *peak = (*peak).max(*now);
+            }
+            self.calls.lock().unwrap().push(call);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            *self.now.lock().unwrap() -= 1;
+            Ok(ToolOutput {
+                tokens: TOOL_TOKENS.to_vec(),
+            })
+        })
+    }
+}
+
+fn requests(n: u64, budget: u64) -> Vec<RolloutRequest> {
+    (0..n)
+        .map(|id| RolloutRequest {
+            id,
+            prompt: vec![1; 20],
+            max_response_tokens: budget,
+            max_turns: 8,
+        })
+        .collect()
+}
+
+/// The response the script produces, written out independently of the dispatcher.
+fn expected_response(id: u64) -> (Vec<u32>, Vec<bool>, u32) {
+    let (mut tokens, mut mask) = (Vec::new(), Vec::new());
+    let mut turn = 0;
+    loop {
+        let (n, tool) = script(id, turn);
+        tokens.extend(std::iter::repeat_n(id as u32, n));
+        mask.extend(std::iter::repeat_n(true, n));
+        turn += 1;
+        if !tool {
+            return (tokens, mask, turn);
+        }
+        tokens.extend_from_slice(&TOOL_TOKENS);
+        mask.extend([false; 3]);
+    }
+}
+
+async fn run_with(
+    policy: DispatchPolicy,
+    retention: KvRetention,
+    capacity: u64,
+    n: u64,
+) -> (
+    rstar_scheduler::DispatchReport,
+    Vec<Arc<FakeEngine>>,
+    Arc<FakeTools>,
+) {
+    let engines: Vec<Arc<FakeEngine>> = (0..3).map(|_| FakeEngine::new(capacity)).collect();
+    let tools = Arc::new(FakeTools::default());
+    let dyn_engines: Vec<Arc<dyn Engine>> = engines
+        .iter()
+        .map(|e| Arc::clone(e) as Arc<dyn Engine>)
+        .collect();
+    let report = Dispatcher::new(dyn_engines, Arc::clone(&tools) as Arc<dyn ToolRunner>)
+        .policy(policy)
+        .retention(retention)
+        .run(requests(n, 1000))
+        .await
+        .unwrap();
+    (report, engines, tools)
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_rollout_completes_once_with_the_scripted_tokens() {
+    for policy in DispatchPolicy::ALL {
+        for retention in [KvRetention::Keep, KvRetention::Release] {
+            let (report, engines, tools) = run_with(policy, retention, 4000, 24).await;
+            assert_eq!(report.rollouts.len(), 24);
+            let mut tool_calls = 0;
+            for (i, r) in report.rollouts.iter().enumerate() {
+                assert_eq!(r.id, i as u64, "results in request order");
+                let (tokens, mask, turns) = expected_response(r.id);
+                assert_eq!(r.response, tokens, "{policy} {retention:?} rollout {i}");
+                assert_eq!(r.model_mask, mask);
+                assert_eq!(r.turns, turns);
+                assert_eq!(r.tool_calls, turns - 1);
+                assert_eq!(r.finish, FinishReason::Stop);
+                assert_eq!(r.engines.len(), turns as usize);
+                if retention == KvRetention::Keep || policy != DispatchPolicy::KvAware {
+                    assert!(r.engines.iter().all(|&e| e == r.engines[0]), "sticky");
+                }
+                tool_calls += r.tool_calls as usize;
+            }
+            assert_eq!(tools.calls.lock().unwrap().len(), tool_calls);
+            // Tool calls overlap: they run the moment a turn ends, not one by one.
+            assert!(*tools.peak.lock().unwrap() > 1);
+            assert_eq!(report.stats.peak_tool_calls, *tools.peak.lock().unwrap());
+            // Let the fire-and-forget releases run, then every rollout was released.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let released: usize = engines
+                .iter()
+                .map(|e| e.released.lock().unwrap().len())
+                .sum();
+            assert!(released >= 24, "{policy} {retention:?}: {released}");
+            assert!(engines.iter().all(|e| e.held.lock().unwrap().is_empty()));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn kv_aware_never_overfills_an_engine_but_static_does() {
+    // Each reservation is 20 + 1000 tokens; 2100 holds two of them.
+    let (report, engines, _) = run_with(DispatchPolicy::KvAware, KvRetention::Keep, 2100, 30).await;
+    for (e, engine) in engines.iter().enumerate() {
+        assert!(*engine.peak.lock().unwrap() <= 2100);
+        assert!(*engine.peak_rollouts.lock().unwrap() <= 2);
+        assert!(report.stats.peak_reserved[e] <= 2100);
+        assert_eq!(report.stats.peak_reserved[e], 2040);
+    }
+    assert!(report.stats.peak_queue > 0, "rollouts waited for room");
+    let (_, engines, _) = run_with(DispatchPolicy::Static, KvRetention::Keep, 2100, 30).await;
+    // Static hands each engine its whole block of ten at once, whatever the budget: the
+    // worst case (10 x 1020 tokens) is five times what the engine holds.
+    let peak = engines
+        .iter()
+        .map(|e| *e.peak_rollouts.lock().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(peak, 10, "static admits everything");
+}
+
+#[tokio::test(start_paused = true)]
+async fn budget_truncates_and_oversized_reservations_are_refused() {
+    let engines: Vec<Arc<dyn Engine>> = vec![FakeEngine::new(10_000)];
+    let tools: Arc<dyn ToolRunner> = Arc::new(FakeTools::default());
+    let d = Dispatcher::new(engines.clone(), Arc::clone(&tools));
+    // Rollout 3 makes three tool calls; a 30-token budget cuts it in the first turn.
+    let report = d.run(requests(4, 30).split_off(3)).await.unwrap();
+    let r = &report.rollouts[0];
+    assert_eq!(r.response.len(), 30);
+    assert_eq!(r.finish, FinishReason::Length);
+    let err = d.run(requests(1, 20_000)).await.unwrap_err();
+    // The largest capacity is what the engine reports free, at most its 10_000 tokens.
+    assert!(
+        matches!(err, Error::TooLarge { need: 20_020, largest, .. } if largest <= 10_000),
+        "{err}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn engine_failures_surface_with_the_rollout() {
+    let engine = Arc::new(FakeEngine {
+        fail_on: Some(2),
+        ..Arc::into_inner(FakeEngine::new(10_000)).unwrap()
+    });
+    let tools: Arc<dyn ToolRunner> = Arc::new(FakeTools::default());
+    let err = Dispatcher::new(vec![engine as Arc<dyn Engine>], tools)
+        .policy(DispatchPolicy::LeastRequests)
+        .run(requests(4, 500))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("rollout 2") && text.contains("out of memory"),
+        "{text}"
+    );
+    let tools: Arc<dyn ToolRunner> = Arc::new(FakeTools::default());
+    assert!(
+        Dispatcher::new(Vec::new(), tools)
+            .run(requests(1, 10))
+            .await
+            .is_err()
+    );
+}

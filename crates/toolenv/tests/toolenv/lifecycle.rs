@@ -1,0 +1,131 @@
+//! Pool life cycle: dead workers are replaced and their call still gets a
+//! result; batches keep order; status counts; bad configuration is refused.
+
+use std::time::Duration;
+
+use rstar_toolenv::{BlockingPool, Error, Outcome, Pool, ToolCall};
+
+use crate::common::{assert_clean, builder};
+
+#[test]
+fn a_worker_killed_by_its_call_is_replaced() {
+    // Without Landlock's signal scoping and the uid switch (both of which stop
+    // it on their own), the child can kill its parent worker: the call must
+    // still get exactly one (internal, retryable) result.
+    let pool =
+        BlockingPool::new(builder().workers(1).landlock(false).unprivileged_uid(None)).unwrap();
+    let r = pool.run(ToolCall::python(
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(5)",
+        "",
+    ));
+    assert_eq!(r.outcome, Outcome::Internal, "{r:?}");
+    assert!(r.is_retryable());
+    assert_clean(&pool);
+    assert_eq!(pool.pool().status().restarts, 1);
+}
+
+#[test]
+fn batches_keep_input_order_and_status_settles() {
+    let pool = BlockingPool::new(builder().workers(2).max_calls_per_worker(3)).unwrap();
+    let calls: Vec<_> = (0..12)
+        .map(|i| {
+            ToolCall::python(
+                format!("import time\ntime.sleep(0.{})\nprint({i})", 12 - i),
+                "",
+            )
+        })
+        .collect();
+    let results = pool.run_batch(calls);
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r.stdout, format!("{i}\n"), "{r:?}");
+    }
+    let status = pool.pool().status();
+    assert_eq!((status.queued, status.running, status.workers), (0, 0, 2));
+    assert!(status.restarts >= 2, "{status:?}");
+    assert_clean(&pool);
+}
+
+#[test]
+fn per_call_timeout_overrides_the_pool() {
+    let pool = BlockingPool::new(builder().workers(1).timeout(Duration::from_secs(5))).unwrap();
+    let r = pool.run(
+        ToolCall::python("import time\ntime.sleep(3)", "").with_timeout(Duration::from_millis(300)),
+    );
+    assert_eq!(r.outcome, Outcome::Timeout);
+    assert!(r.cost < 2.0, "{r:?}");
+}
+
+#[test]
+fn dropping_the_pool_removes_its_directory() {
+    let pool = BlockingPool::new(builder().workers(1)).unwrap();
+    let dir = pool.pool().run_dir();
+    assert!(dir.is_dir());
+    assert_eq!(pool.run(ToolCall::python("print(2)", "")).stdout, "2\n");
+    drop(pool);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while dir.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}
+
+#[test]
+fn bad_configuration_is_refused() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        assert!(matches!(
+            Pool::builder().workers(0).build(),
+            Err(Error::Config(_))
+        ));
+        assert!(matches!(
+            Pool::builder().timeout(Duration::ZERO).build(),
+            Err(Error::Config(_))
+        ));
+    });
+    let missing = BlockingPool::new(builder().workers(1).python("/nonexistent/python3"));
+    assert!(missing.is_err());
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: signalling a worker process of our own pool.
+    #[allow(unsafe_code)] // reason: kill(2) to simulate a dead or hung worker
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+#[test]
+fn a_worker_that_dies_while_idle_is_replaced_before_the_next_call() {
+    let pool = BlockingPool::new(builder().workers(1).preload(Vec::<String>::new())).unwrap();
+    let pids = pool.pool().worker_pids();
+    assert_eq!(pids.len(), 1);
+    signal(pids[0], libc::SIGKILL);
+    std::thread::sleep(Duration::from_millis(100));
+    let r = pool.run(ToolCall::python("print(3)", ""));
+    assert_eq!(
+        (r.outcome, r.stdout.as_str()),
+        (Outcome::Output, "3\n"),
+        "{r:?}"
+    );
+    assert_ne!(pool.pool().worker_pids(), pids);
+    assert_eq!(pool.pool().status().restarts, 1);
+}
+
+#[test]
+fn a_hung_worker_is_replaced_and_its_call_answered() {
+    let pool = BlockingPool::new(builder().workers(1).preload(Vec::<String>::new())).unwrap();
+    let pids = pool.pool().worker_pids();
+    signal(pids[0], libc::SIGSTOP);
+    let call = ToolCall::python("print(4)", "").with_timeout(Duration::from_millis(200));
+    let r = pool.run(call);
+    assert_eq!(r.outcome, Outcome::Internal, "{r:?}");
+    assert!(
+        r.message.as_deref().unwrap_or("").contains("no answer"),
+        "{r:?}"
+    );
+    assert_clean(&pool);
+    assert_ne!(pool.pool().worker_pids(), pids);
+}

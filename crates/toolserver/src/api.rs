@@ -1,0 +1,379 @@
+//! The wire types of both protocols: code-judge (`/run*`) and SandboxFusion
+//! (`/run_code`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// code-judge's cap on the `stdout`/`stderr` it returns (`MAX_STDOUT_ERROR_LENGTH`).
+pub const MAX_STDOUT_ERROR_LENGTH: usize = 1000;
+
+/// code-judge's `reason` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub enum Reason {
+    /// The call ran to completion (whatever its exit status).
+    #[default]
+    #[serde(rename = "")]
+    None,
+    /// The call hit its wall-clock or CPU limit.
+    #[serde(rename = "worker_timeout")]
+    WorkerTimeout,
+    /// The call waited in the queue longer than the server's limit and did not run.
+    #[serde(rename = "queue_timeout")]
+    QueueTimeout,
+    /// The sandbox failed (after the server's own retries), or the client gave
+    /// up on a transport error.
+    #[serde(rename = "internal_error")]
+    InternalError,
+    /// The submission could not be run as given.
+    #[serde(rename = "invalid_input")]
+    InvalidInput,
+}
+
+impl Reason {
+    /// The string on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::None => "",
+            Reason::WorkerTimeout => "worker_timeout",
+            Reason::QueueTimeout => "queue_timeout",
+            Reason::InternalError => "internal_error",
+            Reason::InvalidInput => "invalid_input",
+        }
+    }
+}
+
+/// A code-judge submission (`POST /run`; an element of a batch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submission {
+    /// The caller's id, echoed in the result; the server makes one up when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_id: Option<String>,
+    /// The language: only `python` runs here (`cpp` and `math` are refused with a 422).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// code-judge's free-form options (accepted and ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<BTreeMap<String, String>>,
+    /// The program.
+    pub solution: String,
+    /// Standard input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    /// When set, `success` also requires the stripped stdout to equal it (stripped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_output: Option<String>,
+}
+
+impl Submission {
+    /// A python submission.
+    pub fn python(solution: impl Into<String>) -> Self {
+        Self {
+            sub_id: None,
+            kind: "python".into(),
+            options: None,
+            solution: solution.into(),
+            input: None,
+            expected_output: None,
+        }
+    }
+
+    /// The same submission with an id.
+    pub fn with_sub_id(mut self, id: impl Into<String>) -> Self {
+        self.sub_id = Some(id.into());
+        self
+    }
+
+    /// The same submission with standard input.
+    pub fn with_input(mut self, input: impl Into<String>) -> Self {
+        self.input = Some(input.into());
+        self
+    }
+
+    /// The same submission with an expected output.
+    pub fn with_expected_output(mut self, expected: impl Into<String>) -> Self {
+        self.expected_output = Some(expected.into());
+        self
+    }
+}
+
+/// A code-judge batch (`POST /run/batch`, `/run/long-batch`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchSubmission {
+    /// The batch's id, echoed; made up when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_id: Option<String>,
+    /// Always `batch` in code-judge; accepted when absent.
+    #[serde(rename = "type", default = "batch_type")]
+    pub kind: String,
+    /// The submissions (at least one).
+    pub submissions: Vec<Submission>,
+}
+
+fn batch_type() -> String {
+    "batch".into()
+}
+
+/// A code-judge result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubmissionResult {
+    /// The submission's id.
+    pub sub_id: String,
+    /// `run_success` and, when `expected_output` was given, matching output.
+    pub success: bool,
+    /// The program exited with status 0.
+    pub run_success: bool,
+    /// Seconds the program ran.
+    pub cost: f64,
+    /// Captured stdout, cut to [`MAX_STDOUT_ERROR_LENGTH`] characters.
+    #[serde(default)]
+    pub stdout: Option<String>,
+    /// Captured stderr, cut to [`MAX_STDOUT_ERROR_LENGTH`] characters.
+    #[serde(default)]
+    pub stderr: Option<String>,
+    /// Why the call did not complete normally (`""` when it did).
+    #[serde(default)]
+    pub reason: Reason,
+}
+
+impl SubmissionResult {
+    /// A result for a call that did not run.
+    pub fn failed(sub_id: impl Into<String>, reason: Reason, message: impl Into<String>) -> Self {
+        Self {
+            sub_id: sub_id.into(),
+            success: false,
+            run_success: false,
+            cost: 0.0,
+            stdout: Some(String::new()),
+            stderr: Some(message.into()),
+            reason,
+        }
+    }
+}
+
+/// A code-judge batch result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchResult {
+    /// The batch's id.
+    pub sub_id: String,
+    /// One result per submission, in order.
+    pub results: Vec<SubmissionResult>,
+}
+
+/// `GET /status`: code-judge's two fields plus ours.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerStatus {
+    /// Calls accepted and waiting for a worker.
+    pub queue: usize,
+    /// Workers with a live process.
+    pub num_workers: usize,
+    /// Calls running now.
+    #[serde(default)]
+    pub running: usize,
+    /// Configured workers.
+    #[serde(default)]
+    pub workers: usize,
+    /// Workers replaced after dying, hanging or reaching their call budget.
+    #[serde(default)]
+    pub restarts: u64,
+    /// The server is shutting down and refuses new work.
+    #[serde(default)]
+    pub draining: bool,
+}
+
+/// SandboxFusion's `POST /run_code` request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunCodeRequest {
+    /// The program.
+    pub code: String,
+    /// The language: `python` or `python3` here; anything else gets a 422.
+    pub language: String,
+    /// Accepted for compatibility; python is not compiled.
+    #[serde(default = "ten")]
+    pub compile_timeout: f64,
+    /// Wall-clock limit in seconds.
+    #[serde(default = "ten")]
+    pub run_timeout: f64,
+    /// Accepted and validated; the pool's address-space limit applies (see the docs).
+    #[serde(default = "minus_one", rename = "memory_limit_MB")]
+    pub memory_limit_mb: i64,
+    /// Standard input.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// Files to create; not supported (a non-empty map gets a 422).
+    #[serde(default)]
+    pub files: BTreeMap<String, Option<String>>,
+    /// Files to return; not supported (a non-empty list gets a 422).
+    #[serde(default)]
+    pub fetch_files: Vec<String>,
+}
+
+fn ten() -> f64 {
+    10.0
+}
+
+fn minus_one() -> i64 {
+    -1
+}
+
+impl RunCodeRequest {
+    /// A python request with SandboxFusion's defaults.
+    pub fn python(code: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            language: "python".into(),
+            compile_timeout: ten(),
+            run_timeout: ten(),
+            memory_limit_mb: -1,
+            stdin: None,
+            files: BTreeMap::new(),
+            fetch_files: Vec::new(),
+        }
+    }
+}
+
+/// SandboxFusion's `RunStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunStatus {
+    /// The program ran and exited with status 0.
+    Success,
+    /// The program ran and failed (non-zero exit, signal or timeout).
+    Failed,
+    /// The sandbox could not run the program.
+    SandboxError,
+}
+
+/// SandboxFusion's `CommandRunStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommandRunStatus {
+    /// The process ended by itself.
+    Finished,
+    /// The process could not be run.
+    Error,
+    /// The process hit the time limit.
+    TimeLimitExceeded,
+}
+
+/// SandboxFusion's `CommandRunResult`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandRunResult {
+    /// How the process ended.
+    pub status: CommandRunStatus,
+    /// Seconds it ran.
+    pub execution_time: Option<f64>,
+    /// Its exit status (`None` when a signal ended it).
+    pub return_code: Option<i32>,
+    /// Its stdout.
+    pub stdout: Option<String>,
+    /// Its stderr.
+    pub stderr: Option<String>,
+}
+
+/// SandboxFusion's `POST /run_code` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunCodeResponse {
+    /// The overall status.
+    pub status: RunStatus,
+    /// A message for `SandboxError`, else empty.
+    pub message: String,
+    /// Always `None`: python is not compiled.
+    pub compile_result: Option<CommandRunResult>,
+    /// The run.
+    pub run_result: Option<CommandRunResult>,
+    /// This server's name (SandboxFusion reports its pod).
+    pub executor_pod_name: Option<String>,
+    /// Fetched files: always empty here.
+    pub files: BTreeMap<String, String>,
+}
+
+/// The body of every 4xx/5xx answer (FastAPI's shape).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What was wrong.
+    pub detail: String,
+}
+
+/// Cuts `text` to at most `max` characters (code-judge cuts by characters).
+pub fn head_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => text[..i].to_string(),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_serialize_as_code_judge_strings() {
+        for (r, s) in [
+            (Reason::None, ""),
+            (Reason::WorkerTimeout, "worker_timeout"),
+            (Reason::QueueTimeout, "queue_timeout"),
+            (Reason::InternalError, "internal_error"),
+            (Reason::InvalidInput, "invalid_input"),
+        ] {
+            assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{s}\""));
+            assert_eq!(r.as_str(), s);
+            assert_eq!(
+                serde_json::from_str::<Reason>(&format!("\"{s}\"")).unwrap(),
+                r
+            );
+        }
+    }
+
+    #[test]
+    fn submissions_parse_with_code_judge_field_names() {
+        let s: Submission = serde_json::from_str(
+            r#"{"sub_id":"a","type":"python","solution":"print(1)","input":"x","expected_output":"1","options":{"k":"v"}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.kind, "python");
+        assert_eq!(s.input.as_deref(), Some("x"));
+        assert_eq!(s.expected_output.as_deref(), Some("1"));
+        let b: BatchSubmission =
+            serde_json::from_str(r#"{"submissions":[{"type":"python","solution":"1"}]}"#).unwrap();
+        assert_eq!(
+            (b.kind.as_str(), b.sub_id, b.submissions.len()),
+            ("batch", None, 1)
+        );
+        assert!(serde_json::from_str::<Submission>(r#"{"type":"python"}"#).is_err());
+    }
+
+    #[test]
+    fn run_code_defaults_follow_sandbox_fusion() {
+        let r: RunCodeRequest =
+            serde_json::from_str(r#"{"code":"print(1)","language":"python"}"#).unwrap();
+        assert_eq!(r, RunCodeRequest::python("print(1)"));
+        let r: RunCodeRequest =
+            serde_json::from_str(r#"{"code":"","language":"python","memory_limit_MB":512}"#)
+                .unwrap();
+        assert_eq!(r.memory_limit_mb, 512);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn head_chars_is_a_prefix_of_at_most_max_chars(text in "\\PC{0,40}", max in 0usize..50) {
+            let head = head_chars(&text, max);
+            proptest::prop_assert!(text.starts_with(&head));
+            proptest::prop_assert_eq!(head.chars().count(), text.chars().count().min(max));
+        }
+
+        #[test]
+        fn submissions_round_trip(solution in "\\PC{0,30}", input in proptest::option::of("\\PC{0,10}"), id in proptest::option::of("[a-z0-9-]{1,12}")) {
+            let mut sub = Submission::python(solution);
+            sub.input = input;
+            sub.sub_id = id;
+            let text = serde_json::to_string(&sub).unwrap();
+            proptest::prop_assert_eq!(serde_json::from_str::<Submission>(&text).unwrap(), sub);
+        }
+    }
+
+    #[test]
+    fn head_chars_counts_characters() {
+        assert_eq!(head_chars("héllo", 2), "hé");
+        assert_eq!(head_chars("ab", 5), "ab");
+        assert_eq!(head_chars("", 0), "");
+    }
+}

@@ -1,0 +1,892 @@
+//! The axum service: routes, admission queue with `queue_timeout`, bearer
+//! token, body limits and the two-phase graceful shutdown.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use rstar_toolenv::{Outcome, Pool, ToolCall, ToolResult};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, Semaphore, watch};
+
+use crate::api::{
+    BatchResult, BatchSubmission, CommandRunResult, CommandRunStatus, ErrorBody,
+    MAX_STDOUT_ERROR_LENGTH, Reason, RunCodeRequest, RunCodeResponse, RunStatus, ServerStatus,
+    Submission, SubmissionResult, head_chars,
+};
+use crate::error::{Error, Result};
+
+/// The message of every request refused while the server drains.
+pub const DRAINING_MESSAGE: &str =
+    "the server is shutting down: in-flight calls are finishing and new ones are refused";
+
+/// Everything the service needs besides its pool. A serde struct with named
+/// presets; [`ServerConfig::code_judge`] is the default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerConfig {
+    /// Address to bind; loopback unless you mean to expose the sandbox.
+    pub host: IpAddr,
+    /// Port; 0 picks a free one.
+    pub port: u16,
+    /// When set, every route but `/ping` needs `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Seconds a call may wait for a worker before it is answered
+    /// `queue_timeout` without running (code-judge's `MAX_QUEUE_WORK_LIFE_TIME`).
+    /// `/run/long-batch` and `/run_code` wait as long as it takes.
+    pub queue_timeout_s: f64,
+    /// Largest request body in bytes (413 above).
+    pub max_body_bytes: usize,
+    /// Most submissions in one batch request (422 above).
+    pub max_batch: usize,
+    /// Times a call whose worker died is run again before it is answered
+    /// `internal_error`.
+    pub internal_retries: u32,
+    /// Seconds [`ServerHandle::shutdown`] waits for in-flight calls.
+    pub drain_timeout_s: f64,
+    /// Reported as SandboxFusion's `executor_pod_name`.
+    pub name: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self::code_judge()
+    }
+}
+
+impl ServerConfig {
+    /// code-judge's defaults: port 8000, a 4 s queue limit; plus a 16 MiB body
+    /// limit, 1024 submissions a batch, two internal retries and a 60 s drain.
+    pub fn code_judge() -> Self {
+        Self {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 8000,
+            token: None,
+            queue_timeout_s: 4.0,
+            max_body_bytes: 16 << 20,
+            max_batch: 1024,
+            internal_retries: 2,
+            drain_timeout_s: 60.0,
+            name: "rstar-toolserver".into(),
+        }
+    }
+
+    /// For tests, benchmarks and one-machine use: a free port and a queue
+    /// limit of 10 minutes, so bursts wait instead of timing out.
+    pub fn local() -> Self {
+        Self {
+            port: 0,
+            queue_timeout_s: 600.0,
+            ..Self::code_judge()
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if !(self.queue_timeout_s.is_finite() && self.queue_timeout_s > 0.0) {
+            return Err(Error::Config(format!(
+                "queue_timeout_s must be positive, got {}",
+                self.queue_timeout_s
+            )));
+        }
+        if !(self.drain_timeout_s.is_finite() && self.drain_timeout_s >= 0.0) {
+            return Err(Error::Config(format!(
+                "drain_timeout_s must be non-negative, got {}",
+                self.drain_timeout_s
+            )));
+        }
+        if self.max_body_bytes == 0 || self.max_batch == 0 {
+            return Err(Error::Config(
+                "max_body_bytes and max_batch must be positive".into(),
+            ));
+        }
+        if self.token.as_deref() == Some("") {
+            return Err(Error::Config("the bearer token must not be empty".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Builds and starts a server. `Default` delegates to [`ServerBuilder::new`].
+#[derive(Debug, Clone, Default)]
+pub struct ServerBuilder {
+    config: ServerConfig,
+}
+
+impl ServerBuilder {
+    /// [`ServerConfig::code_judge`].
+    pub fn new() -> Self {
+        Self {
+            config: ServerConfig::code_judge(),
+        }
+    }
+
+    /// Starts from a whole configuration.
+    pub fn config(mut self, config: ServerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Address to bind.
+    pub fn host(mut self, host: IpAddr) -> Self {
+        self.config.host = host;
+        self
+    }
+
+    /// Port (0: any free one).
+    pub fn port(mut self, port: u16) -> Self {
+        self.config.port = port;
+        self
+    }
+
+    /// Requires `Authorization: Bearer <token>`.
+    pub fn token(mut self, token: Option<String>) -> Self {
+        self.config.token = token;
+        self
+    }
+
+    /// The queue limit (see [`ServerConfig::queue_timeout_s`]).
+    pub fn queue_timeout(mut self, limit: Duration) -> Self {
+        self.config.queue_timeout_s = limit.as_secs_f64();
+        self
+    }
+
+    /// The body limit in bytes.
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.config.max_body_bytes = bytes;
+        self
+    }
+
+    /// Internal retries (see [`ServerConfig::internal_retries`]).
+    pub fn internal_retries(mut self, n: u32) -> Self {
+        self.config.internal_retries = n;
+        self
+    }
+
+    /// How long shutdown waits for in-flight calls.
+    pub fn drain_timeout(mut self, limit: Duration) -> Self {
+        self.config.drain_timeout_s = limit.as_secs_f64();
+        self
+    }
+
+    /// The configuration so far.
+    pub fn current(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Binds and starts serving `pool` in the current tokio runtime.
+    pub async fn serve(self, pool: Pool) -> Result<ServerHandle> {
+        self.config.validate()?;
+        let addr = SocketAddr::new(self.config.host, self.config.port);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| Error::Bind { addr, source })?;
+        let state = Arc::new(ServiceState::new(pool, self.config));
+        let app = router_with(Arc::clone(&state));
+        let (stop_tx, mut stop_rx) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.wait_for(|stop| *stop).await;
+                })
+                .await
+        });
+        tracing::info!(%local, "tool server listening");
+        Ok(ServerHandle {
+            addr: local,
+            state,
+            stop: stop_tx,
+            task,
+        })
+    }
+}
+
+/// A running server. Dropping it leaves the server running until the
+/// runtime ends; call [`ServerHandle::shutdown`] to stop it gracefully.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    state: Arc<ServiceState>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl ServerHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://host:port`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// What `/status` reports.
+    pub fn status(&self) -> ServerStatus {
+        self.state.status()
+    }
+
+    /// Phase one of shutdown: from now on new requests get 503 with
+    /// [`DRAINING_MESSAGE`]; requests already accepted run to the end.
+    pub fn begin_shutdown(&self) {
+        self.state.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Drains (waits up to the drain timeout for in-flight requests), then
+    /// closes the listener and the connections.
+    pub async fn shutdown(self) -> Result<()> {
+        self.begin_shutdown();
+        let limit = Duration::from_secs_f64(self.state.config.drain_timeout_s);
+        let drained = tokio::time::timeout(limit, self.state.wait_idle())
+            .await
+            .is_ok();
+        if !drained {
+            tracing::warn!(
+                in_flight = self.state.in_flight.load(Ordering::SeqCst),
+                "drain timeout reached; closing anyway"
+            );
+        }
+        let _ = self.stop.send(true);
+        match self.task.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Error::Serve(e.to_string())),
+            Err(e) => Err(Error::Serve(e.to_string())),
+        }
+    }
+}
+
+/// The router alone, for embedding in another axum application.
+pub fn router(pool: Pool, config: ServerConfig) -> Result<Router> {
+    config.validate()?;
+    Ok(router_with(Arc::new(ServiceState::new(pool, config))))
+}
+
+#[derive(Debug)]
+struct ServiceState {
+    pool: Pool,
+    config: ServerConfig,
+    /// One permit per worker: a call holding one is (about to be) running.
+    gate: Semaphore,
+    waiting: AtomicUsize,
+    in_flight: AtomicUsize,
+    idle: Notify,
+    draining: AtomicBool,
+    next_id: AtomicU64,
+    id_prefix: String,
+}
+
+impl ServiceState {
+    fn new(pool: Pool, config: ServerConfig) -> Self {
+        let workers = pool.config().workers.max(1);
+        let id_prefix = format!("{:08x}", rand::random::<u32>());
+        Self {
+            pool,
+            config,
+            gate: Semaphore::new(workers),
+            waiting: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
+            draining: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
+            id_prefix,
+        }
+    }
+
+    fn status(&self) -> ServerStatus {
+        let pool = self.pool.status();
+        ServerStatus {
+            queue: self.waiting.load(Ordering::SeqCst) + pool.queued,
+            num_workers: pool.alive,
+            running: pool.running,
+            workers: pool.workers,
+            restarts: pool.restarts,
+            draining: self.draining.load(Ordering::SeqCst),
+        }
+    }
+
+    fn make_id(&self) -> String {
+        format!(
+            "{}-{}",
+            self.id_prefix,
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.in_flight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Waits for a worker (up to the queue limit unless `patient`), then runs
+    /// the call, re-running it when its worker died.
+    async fn execute(
+        self: Arc<Self>,
+        call: ToolCall,
+        enqueued: Instant,
+        patient: bool,
+    ) -> Result<ToolResult, Reason> {
+        let waiting = CountGuard::new(&self.waiting, None);
+        let permit = if patient {
+            self.gate
+                .acquire()
+                .await
+                .map_err(|_| Reason::InternalError)?
+        } else {
+            let limit = Duration::from_secs_f64(self.config.queue_timeout_s);
+            let left = limit.saturating_sub(enqueued.elapsed());
+            match tokio::time::timeout(left, self.gate.acquire()).await {
+                Ok(permit) => permit.map_err(|_| Reason::InternalError)?,
+                Err(_) => return Err(Reason::QueueTimeout),
+            }
+        };
+        drop(waiting);
+        let mut result = self.pool.run(call.clone()).await;
+        let mut retries = 0;
+        while result.is_retryable() && retries < self.config.internal_retries {
+            retries += 1;
+            tracing::warn!(retries, message = ?result.message, "re-running a call whose worker failed");
+            result = self.pool.run(call.clone()).await;
+        }
+        drop(permit);
+        Ok(result)
+    }
+
+    /// Runs one validated submission in its own task, so a client that hangs
+    /// up does not cancel a call that is already running.
+    async fn judge(
+        self: &Arc<Self>,
+        sub: Submission,
+        enqueued: Instant,
+        patient: bool,
+        keep_output: bool,
+    ) -> SubmissionResult {
+        let sub_id = sub.sub_id.clone().unwrap_or_else(|| self.make_id());
+        let call = ToolCall::python(sub.solution, sub.input.unwrap_or_default());
+        let task = tokio::spawn(Arc::clone(self).execute(call, enqueued, patient));
+        let outcome = task.await.unwrap_or(Err(Reason::InternalError));
+        let limit = self.config.queue_timeout_s;
+        let mut result = match outcome {
+            Err(Reason::QueueTimeout) => SubmissionResult::failed(
+                sub_id,
+                Reason::QueueTimeout,
+                format!("the call waited more than {limit} s for a worker and did not run"),
+            ),
+            Err(reason) => {
+                SubmissionResult::failed(sub_id, reason, "the call could not be scheduled")
+            }
+            Ok(r) => to_submission_result(sub_id, &r, sub.expected_output.as_deref()),
+        };
+        if !keep_output {
+            result.stdout = None;
+            result.stderr = None;
+        }
+        result
+    }
+}
+
+fn to_submission_result(
+    sub_id: String,
+    r: &ToolResult,
+    expected: Option<&str>,
+) -> SubmissionResult {
+    let run_success = r.success();
+    let success = run_success && expected.is_none_or(|e| r.stdout.trim() == e.trim());
+    let reason = match r.outcome {
+        Outcome::Timeout => Reason::WorkerTimeout,
+        Outcome::Internal => Reason::InternalError,
+        _ => Reason::None,
+    };
+    let stderr = match (&r.message, r.outcome) {
+        (Some(m), Outcome::Internal) => m.clone(),
+        _ => r.stderr.clone(),
+    };
+    SubmissionResult {
+        sub_id,
+        success,
+        run_success,
+        cost: r.cost,
+        stdout: Some(head_chars(&r.stdout, MAX_STDOUT_ERROR_LENGTH)),
+        stderr: Some(head_chars(&stderr, MAX_STDOUT_ERROR_LENGTH)),
+        reason,
+    }
+}
+
+fn to_run_code_response(r: &ToolResult, name: &str) -> RunCodeResponse {
+    let pod = Some(name.to_string());
+    if r.outcome == Outcome::Internal {
+        return RunCodeResponse {
+            status: RunStatus::SandboxError,
+            message: r
+                .message
+                .clone()
+                .unwrap_or_else(|| "the sandbox failed".into()),
+            compile_result: None,
+            run_result: None,
+            executor_pod_name: pod,
+            files: Default::default(),
+        };
+    }
+    let status = if r.outcome == Outcome::Timeout {
+        CommandRunStatus::TimeLimitExceeded
+    } else {
+        CommandRunStatus::Finished
+    };
+    RunCodeResponse {
+        status: if r.success() {
+            RunStatus::Success
+        } else {
+            RunStatus::Failed
+        },
+        message: String::new(),
+        compile_result: None,
+        run_result: Some(CommandRunResult {
+            status,
+            execution_time: Some(r.cost),
+            // Python's convention (and SandboxFusion's): -N when signal N ended it.
+            return_code: r.exit_code.or(r.signal.map(|s| -s)),
+            stdout: Some(r.stdout.clone()),
+            stderr: Some(r.stderr.clone()),
+        }),
+        executor_pod_name: pod,
+        files: Default::default(),
+    }
+}
+
+struct CountGuard<'a> {
+    counter: &'a AtomicUsize,
+    idle: Option<&'a Notify>,
+}
+
+impl<'a> CountGuard<'a> {
+    fn new(counter: &'a AtomicUsize, idle: Option<&'a Notify>) -> Self {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Self { counter, idle }
+    }
+}
+
+impl Drop for CountGuard<'_> {
+    fn drop(&mut self) {
+        if self.counter.fetch_sub(1, Ordering::SeqCst) == 1
+            && let Some(idle) = self.idle
+        {
+            idle.notify_waiters();
+        }
+    }
+}
+
+/// A 4xx/5xx answer with FastAPI's `{"detail": …}` body.
+#[derive(Debug)]
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.0, axum::Json(ErrorBody { detail: self.1 })).into_response();
+        if self.0 == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+/// A JSON body read whatever its content type, with messages that say what
+/// was wrong: 400 for malformed JSON, 422 for a wrong shape, 413 when too big.
+struct JsonBody<T>(T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            let status = e.status();
+            let detail = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "request body is larger than the server's limit".to_string()
+            } else {
+                format!("cannot read the request body: {}", e.body_text())
+            };
+            ApiError(status, detail)
+        })?;
+        serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
+            use serde_json::error::Category;
+            let (line, column) = (e.line(), e.column());
+            match e.classify() {
+                Category::Data => ApiError(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("invalid request at line {line} column {column}: {e}"),
+                ),
+                _ => ApiError(
+                    StatusCode::BAD_REQUEST,
+                    format!("malformed JSON at line {line} column {column}: {e}"),
+                ),
+            }
+        })
+    }
+}
+
+fn router_with(state: Arc<ServiceState>) -> Router {
+    let limit = state.config.max_body_bytes;
+    Router::new()
+        .route("/ping", get(ping))
+        .route("/status", get(status))
+        .route("/run", post(run))
+        .route("/run/batch", post(run_batch))
+        .route("/run/long-batch", post(run_long_batch))
+        .route("/judge", post(judge))
+        .route("/judge/batch", post(judge_batch))
+        .route("/judge/long-batch", post(judge_long_batch))
+        .route("/run_code", post(run_code))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), guard))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// Auth, the drain switch and in-flight accounting, for every route.
+async fn guard(
+    State(state): State<Arc<ServiceState>>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path().to_string();
+    if path != "/ping"
+        && let Some(token) = &state.config.token
+    {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+            return ApiError(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong bearer token".into(),
+            )
+            .into_response();
+        }
+    }
+    if path == "/status" {
+        return next.run(req).await;
+    }
+    if state.draining.load(Ordering::SeqCst) {
+        return ApiError(StatusCode::SERVICE_UNAVAILABLE, DRAINING_MESSAGE.into()).into_response();
+    }
+    let _in_flight = CountGuard::new(&state.in_flight, Some(&state.idle));
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn ping() -> axum::Json<&'static str> {
+    axum::Json("pong")
+}
+
+async fn status(State(state): State<Arc<ServiceState>>) -> axum::Json<ServerStatus> {
+    axum::Json(state.status())
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        format!("no route {} {}", req.method(), req.uri().path()),
+    )
+}
+
+fn check_type(sub: &Submission, at: &str) -> Result<(), ApiError> {
+    if sub.kind == "python" {
+        return Ok(());
+    }
+    let known = matches!(sub.kind.as_str(), "cpp" | "math");
+    let why = if known {
+        "code-judge supports it, this server runs python only"
+    } else {
+        "expected `python`"
+    };
+    Err(ApiError(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        format!(
+            "{at}type: unsupported submission type `{}` ({why})",
+            sub.kind
+        ),
+    ))
+}
+
+async fn run(
+    state: State<Arc<ServiceState>>,
+    body: JsonBody<Submission>,
+) -> Result<axum::Json<SubmissionResult>, ApiError> {
+    single(state, body, true).await
+}
+
+async fn judge(
+    state: State<Arc<ServiceState>>,
+    body: JsonBody<Submission>,
+) -> Result<axum::Json<SubmissionResult>, ApiError> {
+    single(state, body, false).await
+}
+
+async fn single(
+    State(state): State<Arc<ServiceState>>,
+    JsonBody(sub): JsonBody<Submission>,
+    keep_output: bool,
+) -> Result<axum::Json<SubmissionResult>, ApiError> {
+    let enqueued = Instant::now();
+    check_type(&sub, "")?;
+    Ok(axum::Json(
+        state.judge(sub, enqueued, false, keep_output).await,
+    ))
+}
+
+async fn run_batch(
+    state: State<Arc<ServiceState>>,
+    body: JsonBody<BatchSubmission>,
+) -> Result<axum::Json<BatchResult>, ApiError> {
+    batch(state, body, false, true).await
+}
+
+async fn run_long_batch(
+    state: State<Arc<ServiceState>>,
+    body: JsonBody<BatchSubmission>,
+) -> Result<axum::Json<BatchResult>, ApiError> {
+    batch(state, body, true, true).await
+}
+
+async fn judge_batch(
+    state: State<Arc<ServiceState>>,
+    body: JsonBody<BatchSubmission>,
+) -> Result<axum::Json<BatchResult>, ApiError> {
+    batch(state, body, false, false).await
+}
+
+async fn judge_long_batch(
+    state: State<Arc<ServiceState>>,
+    body: JsonBody<BatchSubmission>,
+) -> Result<axum::Json<BatchResult>, ApiError> {
+    batch(state, body, true, false).await
+}
+
+async fn batch(
+    State(state): State<Arc<ServiceState>>,
+    JsonBody(batch): JsonBody<BatchSubmission>,
+    patient: bool,
+    keep_output: bool,
+) -> Result<axum::Json<BatchResult>, ApiError> {
+    let enqueued = Instant::now();
+    if batch.kind != "batch" {
+        return Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("type: expected `batch`, got `{}`", batch.kind),
+        ));
+    }
+    if batch.submissions.is_empty() {
+        return Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "submissions: a batch needs at least one submission".into(),
+        ));
+    }
+    if batch.submissions.len() > state.config.max_batch {
+        return Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "submissions: {} submissions exceed the limit of {}",
+                batch.submissions.len(),
+                state.config.max_batch
+            ),
+        ));
+    }
+    for (i, sub) in batch.submissions.iter().enumerate() {
+        check_type(sub, &format!("submissions[{i}]."))?;
+    }
+    let sub_id = batch.sub_id.unwrap_or_else(|| state.make_id());
+    let futures: Vec<_> = batch
+        .submissions
+        .into_iter()
+        .map(|sub| {
+            let state = Arc::clone(&state);
+            async move { state.judge(sub, enqueued, patient, keep_output).await }
+        })
+        .collect();
+    let mut results = Vec::with_capacity(futures.len());
+    // Each `judge` spawns its own task, so awaiting in order still runs them all at once.
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    for h in handles {
+        results.push(h.await.map_err(|e| {
+            ApiError(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("a call task failed: {e}"),
+            )
+        })?);
+    }
+    Ok(axum::Json(BatchResult { sub_id, results }))
+}
+
+async fn run_code(
+    State(state): State<Arc<ServiceState>>,
+    JsonBody(req): JsonBody<RunCodeRequest>,
+) -> Result<axum::Json<RunCodeResponse>, ApiError> {
+    let enqueued = Instant::now();
+    let unprocessable = |m: String| ApiError(StatusCode::UNPROCESSABLE_ENTITY, m);
+    if !matches!(req.language.as_str(), "python" | "python3") {
+        return Err(unprocessable(format!(
+            "language: unsupported language `{}` (this server runs python only)",
+            req.language
+        )));
+    }
+    if !(req.run_timeout.is_finite() && req.run_timeout > 0.0 && req.run_timeout <= 3600.0) {
+        return Err(unprocessable(format!(
+            "run_timeout: expected seconds in (0, 3600], got {}",
+            req.run_timeout
+        )));
+    }
+    if req.memory_limit_mb == 0 || req.memory_limit_mb < -1 {
+        return Err(unprocessable(format!(
+            "memory_limit_MB: expected -1 or a positive number, got {}",
+            req.memory_limit_mb
+        )));
+    }
+    if !req.files.is_empty() || !req.fetch_files.is_empty() {
+        return Err(unprocessable(
+            "files, fetch_files: not supported by this server".into(),
+        ));
+    }
+    let call = ToolCall::python(req.code, req.stdin.unwrap_or_default())
+        .with_timeout(Duration::from_secs_f64(req.run_timeout));
+    let task = tokio::spawn(Arc::clone(&state).execute(call, enqueued, true));
+    match task.await {
+        Ok(Ok(r)) => Ok(axum::Json(to_run_code_response(&r, &state.config.name))),
+        _ => Ok(axum::Json(to_run_code_response(
+            &ToolResult::internal("the call could not be scheduled"),
+            &state.config.name,
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(outcome: Outcome, stdout: &str, exit: Option<i32>) -> ToolResult {
+        ToolResult {
+            outcome,
+            stdout: stdout.into(),
+            stderr: "e".repeat(1500),
+            exit_code: exit,
+            signal: None,
+            cost: 0.25,
+            cpu: 0.1,
+            output_limited: false,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn code_judge_results_follow_its_rules() {
+        let ok = to_submission_result(
+            "a".into(),
+            &result(Outcome::Output, " 42\n", Some(0)),
+            Some("42"),
+        );
+        assert!(ok.success && ok.run_success);
+        assert_eq!(
+            (
+                ok.reason,
+                ok.cost,
+                ok.stderr.as_ref().map(|s| s.chars().count())
+            ),
+            (Reason::None, 0.25, Some(1000))
+        );
+        let wrong = to_submission_result(
+            "a".into(),
+            &result(Outcome::Output, "41\n", Some(0)),
+            Some("42"),
+        );
+        assert!(!wrong.success && wrong.run_success);
+        let err = to_submission_result("a".into(), &result(Outcome::Error, "", Some(1)), None);
+        assert!(!err.success && !err.run_success);
+        let slow = to_submission_result("a".into(), &result(Outcome::Timeout, "", None), None);
+        assert_eq!(slow.reason, Reason::WorkerTimeout);
+        let broken = to_submission_result("a".into(), &ToolResult::internal("worker died"), None);
+        assert_eq!(
+            (broken.reason, broken.stderr.as_deref()),
+            (Reason::InternalError, Some("worker died"))
+        );
+    }
+
+    #[test]
+    fn sandbox_fusion_statuses() {
+        let ok = to_run_code_response(&result(Outcome::NoOutput, "", Some(0)), "n");
+        assert_eq!(ok.status, RunStatus::Success);
+        let run = ok.run_result.unwrap();
+        assert_eq!(
+            (run.status, run.return_code, run.stderr.map(|s| s.len())),
+            (CommandRunStatus::Finished, Some(0), Some(1500))
+        );
+        let mut killed = result(Outcome::Timeout, "", None);
+        killed.signal = Some(9);
+        let t = to_run_code_response(&killed, "n");
+        assert_eq!(t.status, RunStatus::Failed);
+        let run = t.run_result.unwrap();
+        assert_eq!(
+            (run.status, run.return_code),
+            (CommandRunStatus::TimeLimitExceeded, Some(-9))
+        );
+        let broken = to_run_code_response(&ToolResult::internal("x"), "n");
+        assert_eq!(
+            (broken.status, broken.message.as_str(), broken.run_result),
+            (RunStatus::SandboxError, "x", None)
+        );
+    }
+
+    #[test]
+    fn configs_validate() {
+        assert!(ServerConfig::code_judge().validate().is_ok());
+        assert!(
+            ServerConfig {
+                queue_timeout_s: 0.0,
+                ..ServerConfig::local()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            ServerConfig {
+                token: Some(String::new()),
+                ..ServerConfig::local()
+            }
+            .validate()
+            .is_err()
+        );
+        let text = serde_json::to_string(&ServerConfig::local()).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ServerConfig>(&text).unwrap(),
+            ServerConfig::local()
+        );
+    }
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

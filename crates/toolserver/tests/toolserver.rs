@@ -1,0 +1,12 @@
+//! Integration tests of the service and the client, one module per topic.
+
+mod toolserver {
+    pub mod client;
+    pub mod code_judge;
+    pub mod common;
+    pub mod errors;
+    pub mod load;
+    pub mod python_clients;
+    pub mod sandbox_fusion;
+    pub mod shutdown;
+}

@@ -1,0 +1,197 @@
+"""PyTorch peer for `cargo xtask bench policy`.
+
+Builds the same Qwen2/Qwen3 decoder by hand in PyTorch (RMSNorm, rotate-half
+RoPE, grouped-query attention, q/k norm or q/k/v bias, SwiGLU, tied
+embeddings) from a checkpoint directory written by `rstar_policy::save_dir`
+(HF config.json + model.safetensors), then times the same workloads as the
+Rust side and prints one JSON object on stdout.
+
+usage: policy_peer.py MODEL_DIR SPEC_JSON
+SPEC_JSON: {"threads", "reps", "prefill": [b, t], "decode": [b, prompt, steps],
+            "train": [b, t], "check_ids": [...]}
+
+Each workload runs with 1 thread and with `threads` threads and reports the
+faster: on a loaded machine PyTorch's OpenMP pool can be many times slower with
+more threads than cores are free, and the peer should not lose by that.
+"""
+
+import json
+import math
+import struct
+import sys
+import time
+
+import torch
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", f"{name}: peer reads f32 only"
+        start, end = info["data_offsets"]
+        t = torch.frombuffer(bytearray(raw[base + start : base + end]), dtype=torch.float32)
+        out[name] = t.reshape(info["shape"]).clone()
+    return out
+
+
+class Qwen(torch.nn.Module):
+    def __init__(self, cfg, w):
+        super().__init__()
+        self.cfg = cfg
+        self.w = torch.nn.ParameterDict({k.replace(".", "_"): torch.nn.Parameter(v) for k, v in w.items()})
+        self.h = cfg["num_attention_heads"]
+        self.kvh = cfg["num_key_value_heads"]
+        self.hd = cfg["head_dim"]
+        self.eps = cfg["rms_norm_eps"]
+        self.layers = cfg["num_hidden_layers"]
+        self.qk_norm = cfg["model_type"] == "qwen3"
+        half = self.hd // 2
+        theta = cfg["rope_theta"]
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, half, dtype=torch.float64) * 2 / self.hd)).float()
+
+    def p(self, name):
+        return self.w[name.replace(".", "_")]
+
+    def rms(self, x, weight):
+        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+    def rope(self, x, pos):
+        ang = pos[:, None].float() * self.inv_freq[None, :]
+        ang = torch.cat([ang, ang], -1)
+        cos, sin = ang.cos()[None, None], ang.sin()[None, None]
+        x1, x2 = x[..., : self.hd // 2], x[..., self.hd // 2 :]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+
+    def forward(self, ids, cache=None):
+        b, t = ids.shape
+        past = 0 if cache is None or cache[0] is None else cache[0][0].shape[2]
+        pos = torch.arange(past, past + t)
+        x = self.p("model.embed_tokens.weight")[ids]
+        g = self.h // self.kvh
+        mask = None
+        if t > 1:
+            mask = torch.full((t, past + t), float("-inf")).triu(past + 1)
+        for l in range(self.layers):
+            pre = f"model.layers.{l}."
+            hs = self.rms(x, self.p(pre + "input_layernorm.weight"))
+
+            def proj(name, heads):
+                y = hs @ self.p(pre + f"self_attn.{name}.weight").T
+                bias = pre + f"self_attn.{name}.bias"
+                if bias.replace(".", "_") in self.w:
+                    y = y + self.p(bias)
+                return y.view(b, t, heads, self.hd)
+
+            q, k, v = proj("q_proj", self.h), proj("k_proj", self.kvh), proj("v_proj", self.kvh)
+            if self.qk_norm:
+                q = self.rms(q, self.p(pre + "self_attn.q_norm.weight"))
+                k = self.rms(k, self.p(pre + "self_attn.k_norm.weight"))
+            q = self.rope(q.transpose(1, 2), pos)
+            k = self.rope(k.transpose(1, 2), pos)
+            v = v.transpose(1, 2)
+            if cache is not None:
+                if cache[l] is not None:
+                    k = torch.cat([cache[l][0], k], 2)
+                    v = torch.cat([cache[l][1], v], 2)
+                cache[l] = (k, v)
+            k = k.repeat_interleave(g, 1)
+            v = v.repeat_interleave(g, 1)
+            s = (q @ k.transpose(2, 3)) / math.sqrt(self.hd)
+            if mask is not None:
+                s = s + mask
+            o = (s.softmax(-1) @ v).transpose(1, 2).reshape(b, t, self.h * self.hd)
+            x = x + o @ self.p(pre + "self_attn.o_proj.weight").T
+            hs = self.rms(x, self.p(pre + "post_attention_layernorm.weight"))
+            gate = torch.nn.functional.silu(hs @ self.p(pre + "mlp.gate_proj.weight").T)
+            up = hs @ self.p(pre + "mlp.up_proj.weight").T
+            x = x + (gate * up) @ self.p(pre + "mlp.down_proj.weight").T
+        x = self.rms(x, self.p("model.norm.weight"))
+        head = self.p("lm_head.weight") if "lm_head_weight" in self.w else self.p("model.embed_tokens.weight")
+        return x @ head.T
+
+
+def median_time(fn, reps):
+    fn()  # warm-up
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def run(model, cfg, spec, threads):
+    torch.set_num_threads(threads)
+    vocab = cfg["vocab_size"]
+    gen = torch.Generator().manual_seed(0)
+    reps = spec["reps"]
+    out = {}
+    with torch.no_grad():
+        b, t = spec["prefill"]
+        ids = torch.randint(0, vocab, (b, t), generator=gen)
+        out["prefill_s"] = median_time(lambda: model(ids), reps)
+
+        b, p, steps = spec["decode"]
+        prompt = torch.randint(0, vocab, (b, p), generator=gen)
+
+        def decode():
+            cache = [None] * cfg["num_hidden_layers"]
+            logits = model(prompt, cache)[:, -1]
+            start = time.perf_counter()
+            for _ in range(steps):
+                nxt = logits.argmax(-1, keepdim=True)
+                logits = model(nxt, cache)[:, -1]
+                logits.tolist()  # the host round trip sampling needs
+            decode.elapsed = time.perf_counter() - start
+
+        times = []
+        decode()
+        for _ in range(reps):
+            decode()
+            times.append(decode.elapsed)
+        times.sort()
+        out["decode_s"] = times[len(times) // 2]
+
+    b, t = spec["train"]
+    ids = torch.randint(0, vocab, (b, t), generator=gen)
+    mask = torch.ones(b, t - 1)
+
+    def train_step():
+        model.zero_grad(set_to_none=True)
+        logits = model(ids[:, :-1])
+        logp = logits.log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
+        loss = -(logp * mask).sum() / mask.sum()
+        loss.backward()
+        return loss.item()
+
+    out["train_s"] = median_time(train_step, reps)
+    return out
+
+
+def main():
+    model_dir, spec = sys.argv[1], json.loads(sys.argv[2])
+    cfg = json.load(open(f"{model_dir}/config.json"))
+    model = Qwen(cfg, load_safetensors(f"{model_dir}/model.safetensors"))
+    out = {"torch": torch.__version__}
+    with torch.no_grad():
+        ids = torch.tensor([spec["check_ids"]])
+        out["check_logits"] = model(ids)[0].flatten().tolist()
+    for threads in sorted({1, spec["threads"]}):
+        res = run(model, cfg, spec, threads)
+        for key, value in res.items():
+            if key not in out or value < out[key]:
+                out[key] = value
+                out[key.replace("_s", "_threads")] = threads
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+//! `cargo xtask test-wgpu`: the policy's wgpu-vs-flex test on Mesa's lavapipe.
+//!
+//! Lavapipe is a Vulkan driver that runs on the CPU, so the `wgpu` backend can
+//! be tested on machines without a GPU. It is slow (a clean `wgpu` build takes
+//! over half an hour on two cores and the first step compiles kernels for a
+//! minute or two), which is why `cargo xtask ci` only type-checks the feature
+//! and this command runs the test.
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::util::{cargo, step};
+
+pub fn run(args: &[String]) -> Result<()> {
+    if let Some(extra) = args.first() {
+        bail!("`cargo xtask test-wgpu` takes no arguments (got `{extra}`)");
+    }
+    ensure_vulkan_driver()?;
+    step(
+        "wgpu vs flex (lavapipe)",
+        cargo()
+            .args([
+                "test",
+                "-p",
+                "rstar-policy",
+                "--features",
+                "wgpu",
+                "--test",
+                "tests",
+                "wgpu",
+                "--",
+                "--nocapture",
+            ])
+            // Kernel autotuning on a CPU driver costs minutes and gains nothing.
+            .env("CUBECL_AUTOTUNE_LEVEL", "minimal"),
+    )
+}
+
+/// Installs Mesa's Vulkan drivers (lavapipe) and the Vulkan loader when absent.
+fn ensure_vulkan_driver() -> Result<()> {
+    let have_loader = std::path::Path::new("/usr/lib/x86_64-linux-gnu/libvulkan.so.1").exists()
+        || std::path::Path::new("/usr/lib/aarch64-linux-gnu/libvulkan.so.1").exists();
+    let have_icd = std::fs::read_dir("/usr/share/vulkan/icd.d")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().starts_with("lvp_icd"))
+        })
+        .unwrap_or(false);
+    if have_loader && have_icd {
+        return Ok(());
+    }
+    eprintln!("==> installing the Vulkan loader and Mesa's lavapipe driver (Debian packages)");
+    step("apt-get update", Command::new("apt-get").arg("update")).context(
+        "apt-get is needed to install mesa-vulkan-drivers (run as root on Debian/Ubuntu)",
+    )?;
+    step(
+        "install mesa-vulkan-drivers",
+        Command::new("apt-get")
+            .args([
+                "install",
+                "-y",
+                "--no-install-recommends",
+                "mesa-vulkan-drivers",
+                "libvulkan1",
+            ])
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+}
