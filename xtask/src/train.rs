@@ -1,18 +1,28 @@
 //! `cargo xtask train`: the main job, the rStar2-Agent recipe end to end.
+//!
+//! Runs `cargo run --release -p rstar-agent --bin rstar -- train ARGS`: SFT on the embedded
+//! default, then the staged GRPO-RoC curriculum, with held-out evaluations and a final table.
+//! With no arguments it runs the `tiny` preset; `--preset smoke --out DIR` is the CI check.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
+
+use crate::util::{cargo, step};
 
 pub fn run(args: &[String]) -> Result<()> {
-    println!("cargo xtask train will run the rStar2-Agent recipe:");
-    println!("  1. generate the embedded task set (integer problems that need a Python tool)");
-    println!("  2. SFT a small policy on tool-call demonstrations (CPU, flex backend)");
-    println!("  3. staged GRPO-RoC: three curriculum stages with sandboxed tool rollouts");
-    println!("  4. evaluate after SFT and after each stage; artefacts in runs/<name>/");
-    if !args.is_empty() {
-        println!("arguments given: {}", args.join(" "));
-    }
-    bail!(
-        "the trainer is not built yet (issue #12: the trainer and `cargo xtask train`); \
-         the crates it composes are being built first"
-    )
+    // The tool sandbox runs the policy's code with the project's Python (numpy and sympy present).
+    let python = crate::venv::ensure()?;
+    let mut cmd = cargo();
+    cmd.env("RSTAR_PYTHON", python);
+    cmd.args([
+        "run",
+        "--release",
+        "-p",
+        "rstar-agent",
+        "--bin",
+        "rstar",
+        "--",
+        "train",
+    ]);
+    cmd.args(args);
+    step("rstar train", &mut cmd)
 }

@@ -56,4 +56,30 @@ pub enum AgentError {
     /// A trajectory line is not valid JSON of the trajectory schema.
     #[error("trajectory json: {0}")]
     Json(#[from] serde_json::Error),
+    /// The policy (model, tokenizer, generation, checkpoint) failed.
+    #[error("policy: {0}")]
+    Policy(#[from] rstar_policy::Error),
+    /// The GRPO loss or advantages rejected their inputs.
+    #[error("grpo: {0}")]
+    Grpo(#[from] rstar_grpo::GrpoError),
+    /// RoC down-sampling rejected its inputs.
+    #[error("roc: {0}")]
+    Roc(#[from] rstar_roc::Error),
+    /// The curriculum rejected its config or a step's metrics.
+    #[error("curriculum: {0}")]
+    Curriculum(#[from] rstar_curriculum::Error),
+    /// The tool sandbox could not be started.
+    #[error("tool sandbox: {0}")]
+    Toolenv(#[from] rstar_toolenv::Error),
+    /// A ground truth the verifier cannot score.
+    #[error("verifier: {0}")]
+    Verifier(#[from] rstar_verifier::Error),
+    /// A trainer configuration is unusable; names the field.
+    #[error("invalid train config: `{field}` {message}")]
+    TrainConfig {
+        /// The field, dotted (`sft.batch_size`).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
 }

@@ -23,21 +23,28 @@
 //! assert!(!rstar_agent::VERSION.is_empty());
 //! ```
 //!
+//! The trainer is [`rollout`] (batched multi-turn rollouts of a policy with the sandboxed tool)
+//! and [`train`] (SFT, then staged GRPO-RoC; `rstar train`).
+//!
 //! # Crate features
-//! None yet: backends (`flex`, `wgpu`, `cuda`) become features of this crate
-//! when the policy crate lands.
+//! - `flex` (default): Burn's pure-Rust CPU backend for the policy.
+//! - `wgpu`, `cuda`: GPU backends (forwarded to `rstar-policy`; not exercised yet).
 #![warn(missing_docs)]
 
 pub mod analysis;
 pub mod cli;
 pub mod episode;
 pub mod error;
+pub mod rollout;
 pub mod tasks;
 pub mod template;
 pub mod toolcall;
+pub mod train;
 
 pub use error::AgentError;
 pub use rstar_curriculum as curriculum;
+pub use rstar_grpo as grpo;
+pub use rstar_policy as policy;
 pub use rstar_roc as roc;
 pub use rstar_scheduler as scheduler;
 pub use rstar_toolenv as toolenv;

@@ -28,8 +28,17 @@ fn info() -> Info {
             "rstar-toolenv",
             "rstar-toolserver",
             "rstar-scheduler",
+            "rstar-policy",
+            "rstar-grpo",
         ],
-        features: Vec::new(),
+        features: [
+            (cfg!(feature = "flex"), "flex"),
+            (cfg!(feature = "wgpu"), "wgpu"),
+            (cfg!(feature = "cuda"), "cuda"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect(),
     }
 }
 

@@ -16,6 +16,7 @@ mod show;
 mod simulate;
 mod tools;
 mod tools_serve;
+mod train;
 mod verify;
 
 /// rStar2-Agent in Rust: train and evaluate LLM agents that reason with a Python tool.
@@ -42,7 +43,7 @@ pub enum Command {
     Roc(roc::Args),
     /// Show a staged curriculum (`show`) or write a dataset's hard problems from rollouts (`filter`).
     Curriculum(curriculum::Args),
-    /// Run JSONL calls through the sandboxed Python pool (`run`) or report its isolation layers (`doctor`).
+    /// The sandboxed Python pool: run JSONL calls (`run`), report isolation (`doctor`), serve HTTP (`serve`).
     Tools(tools::Args),
     /// Print one rollout of a trajectory JSONL: turns, tool calls and results coloured, stop reason, reward.
     Show(show::Args),
@@ -50,6 +51,8 @@ pub enum Command {
     Analyze(analyze::Args),
     /// Simulate rollout dispatch (static, least-requests, kv-aware) on a cluster preset.
     Simulate(simulate::Args),
+    /// Train the embedded default: SFT, then staged GRPO-RoC, with held-out evaluations (runs/<name>/).
+    Train(train::Args),
 }
 
 /// Parses the process arguments, runs the chosen subcommand and maps errors to
@@ -66,6 +69,7 @@ pub fn main() -> ExitCode {
         Command::Simulate(args) => simulate::run(args),
         Command::Show(args) => show::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Train(args) => train::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

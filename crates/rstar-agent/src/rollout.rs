@@ -1,0 +1,460 @@
+//! The rollout driver: many problems × many samples through one policy, in lock step.
+//!
+//! Each round collects the [`Step::Generate`] of every active [`Episode`], runs **one** batched
+//! [`generate_requests`] call for all of them (each sequence with the template's stop strings and
+//! the budget its episode has left), feeds the turns back, then runs every pending tool call of
+//! the round together through a [`ToolExecutor`] (the sandboxed [`rstar_toolenv`] pool runs them
+//! concurrently), and repeats until every episode is done. Finished episodes are scored with
+//! [`rstar_verifier::verify`] on their assistant text.
+//!
+//! Deterministic for a seed: round `r` samples with a seed derived from `(seed, r)` and sequence
+//! `i` of the round's batch with that seed `+ i` (the policy's rule); the batch order is the
+//! episode order, so the same prompts, policy and seed give the same trajectories.
+//!
+//! ```
+//! use rstar_agent::rollout::{FnExecutor, Prompt, RolloutConfig, rollout};
+//! use rstar_agent::toolcall::ToolOutcome;
+//! use rstar_policy::{Qwen, QwenConfig, Tokenizer};
+//! use burn::tensor::Device;
+//!
+//! let device = Device::flex();
+//! let model = Qwen::random(QwenConfig::tiny_char(), 0, &device).unwrap();
+//! let tok = Tokenizer::char();
+//! let prompts = [Prompt::new("p0", "What is 2*3?", "6")];
+//! let mut config = RolloutConfig::compact(7);
+//! config.limits.max_response_tokens = 16; // an untrained model writes noise: keep it short
+//! let mut tools = FnExecutor(|_: &rstar_agent::toolcall::ToolCall| {
+//!     ToolOutcome::code_judge(true, "", "6\n", "", 0.0)
+//! });
+//! let out = rollout(&model, &tok, &prompts, 2, &config, &mut tools).unwrap();
+//! assert_eq!(out.trajectories.len(), 2);
+//! assert!(out.trajectories.iter().all(|t| t.response_ids.len() <= 16));
+//! ```
+
+use std::time::{Duration, Instant};
+
+use rstar_policy::{GenerationConfig, Qwen, Request, Sampling, Tokenizer, generate_requests};
+use serde::{Deserialize, Serialize};
+
+use crate::episode::{Episode, Limits, Score, Step, TextTokenizer, TokenStats, Trajectory};
+use crate::error::AgentError;
+use crate::template::{Template, TemplateFormat};
+use crate::toolcall::{ToolCall, ToolOutcome};
+
+/// The policy crate's [`Tokenizer`] as the agent layer's [`TextTokenizer`].
+///
+/// Encoding with an HF tokenizer can fail (the `tokenizers` crate reports errors); such text is
+/// logged and encoded as nothing. The built-in character tokenizer never fails.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyTokenizer<'a>(pub &'a Tokenizer);
+
+impl TextTokenizer for PolicyTokenizer<'_> {
+    fn encode(&self, text: &str) -> Vec<u32> {
+        self.0.encode(text).unwrap_or_else(|err| {
+            tracing::warn!("tokenizer could not encode {text:?}: {err}");
+            Vec::new()
+        })
+    }
+    fn decode(&self, ids: &[u32]) -> String {
+        self.0.decode(ids).unwrap_or_else(|err| {
+            tracing::warn!("tokenizer could not decode {ids:?}: {err}");
+            String::new()
+        })
+    }
+}
+
+/// Runs a round's tool calls; outcomes in the order of the calls.
+pub trait ToolExecutor {
+    /// Runs every call (concurrently where the executor can) and returns one outcome per call.
+    fn execute(&mut self, calls: &[ToolCall]) -> Vec<ToolOutcome>;
+}
+
+/// A closure that runs one call at a time (tests, scripted tools).
+#[derive(Debug, Clone)]
+pub struct FnExecutor<F>(pub F);
+
+impl<F: FnMut(&ToolCall) -> ToolOutcome> ToolExecutor for FnExecutor<F> {
+    fn execute(&mut self, calls: &[ToolCall]) -> Vec<ToolOutcome> {
+        calls.iter().map(&mut self.0).collect()
+    }
+}
+
+/// The sandboxed Python pool of [`rstar_toolenv`]: a round's calls run concurrently on its
+/// workers.
+#[derive(Debug)]
+pub struct PoolExecutor<'a> {
+    /// The pool.
+    pub pool: &'a rstar_toolenv::BlockingPool,
+    /// Per-call wall-clock limit; `None` uses the pool's.
+    pub timeout: Option<Duration>,
+}
+
+impl ToolExecutor for PoolExecutor<'_> {
+    fn execute(&mut self, calls: &[ToolCall]) -> Vec<ToolOutcome> {
+        let calls: Vec<rstar_toolenv::ToolCall> = calls
+            .iter()
+            .map(|c| {
+                let call = rstar_toolenv::ToolCall::python(c.code.clone(), c.input.clone());
+                match self.timeout {
+                    Some(t) => call.with_timeout(t),
+                    None => call,
+                }
+            })
+            .collect();
+        self.pool.run_batch(calls).iter().map(outcome_of).collect()
+    }
+}
+
+/// A sandbox result as the agent layer's [`ToolOutcome`] (code-judge's response layout).
+/// An internal sandbox failure becomes an error whose stderr carries the sandbox's message.
+pub fn outcome_of(result: &rstar_toolenv::ToolResult) -> ToolOutcome {
+    let stderr = match (&result.message, result.stderr.is_empty()) {
+        (Some(message), true) => format!("SandboxError: {message}"),
+        _ => result.stderr.clone(),
+    };
+    ToolOutcome::code_judge(
+        result.success(),
+        result.reason(),
+        &result.stdout,
+        &stderr,
+        result.cost,
+    )
+}
+
+/// One problem to roll out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prompt {
+    /// Problem id (recorded in the trajectories; RoC and GRPO group by it).
+    pub id: String,
+    /// The problem text.
+    pub problem: String,
+    /// The ground truth, scored with [`rstar_verifier::verify`].
+    pub answer: String,
+}
+
+impl Prompt {
+    /// A prompt from its parts.
+    pub fn new(
+        id: impl Into<String>,
+        problem: impl Into<String>,
+        answer: impl Into<String>,
+    ) -> Self {
+        Prompt {
+            id: id.into(),
+            problem: problem.into(),
+            answer: answer.into(),
+        }
+    }
+}
+
+impl From<&crate::tasks::Task> for Prompt {
+    fn from(task: &crate::tasks::Task) -> Self {
+        Prompt::new(task.id.clone(), task.problem_text(), task.answer())
+    }
+}
+
+/// How a batch of episodes is rolled out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RolloutConfig {
+    /// The prompt template.
+    pub template: TemplateFormat,
+    /// Turn and token limits.
+    pub limits: Limits,
+    /// The sampler.
+    pub sampling: Sampling,
+    /// The seed of the whole rollout.
+    pub seed: u64,
+    /// Most sequences in one generation call; `0` puts every active episode in one call.
+    pub max_batch: usize,
+    /// EOS ids that end a turn besides the template's stop strings.
+    pub eos: Vec<u32>,
+}
+
+impl RolloutConfig {
+    /// The embedded default: compact template and limits, temperature 1, one batch.
+    pub fn compact(seed: u64) -> Self {
+        RolloutConfig {
+            template: TemplateFormat::Compact,
+            limits: Limits::compact(),
+            sampling: Sampling::Temperature { temperature: 1.0 },
+            seed,
+            max_batch: 0,
+            eos: Vec::new(),
+        }
+    }
+}
+
+/// Counters and timings of one rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct RolloutStats {
+    /// Generation rounds (one batched call each, or more with `max_batch`).
+    pub rounds: usize,
+    /// Tokens sampled by the policy (before episodes cut them at their budget).
+    pub generated_tokens: usize,
+    /// Tool calls executed (parse failures are answered without running).
+    pub tool_calls: usize,
+    /// Seconds in generation.
+    pub generate_secs: f64,
+    /// Seconds in tool execution.
+    pub tool_secs: f64,
+}
+
+impl RolloutStats {
+    /// Sampled tokens per second of generation time.
+    pub fn tokens_per_sec(&self) -> f64 {
+        if self.generate_secs > 0.0 {
+            self.generated_tokens as f64 / self.generate_secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The scored trajectories of a rollout and its stats.
+#[derive(Debug, Clone)]
+pub struct RolloutOutput {
+    /// `samples` trajectories per prompt, prompt-major: `trajectories[p * samples + s]`.
+    pub trajectories: Vec<Trajectory>,
+    /// Counters and timings.
+    pub stats: RolloutStats,
+}
+
+/// SplitMix64: decorrelates the seeds of successive rounds.
+pub(crate) fn mix_seed(seed: u64, salt: u64) -> u64 {
+    let mut z = seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Rolls out `samples` episodes of every prompt with `model` and scores them.
+///
+/// # Errors
+/// [`AgentError::Policy`] when generation fails, [`AgentError::Verifier`] for a ground truth
+/// that is not an integer, [`AgentError::EpisodeState`] / [`AgentError::OutcomeCount`] when an
+/// executor returns the wrong number of outcomes.
+pub fn rollout(
+    model: &Qwen,
+    tokenizer: &Tokenizer,
+    prompts: &[Prompt],
+    samples: usize,
+    config: &RolloutConfig,
+    executor: &mut dyn ToolExecutor,
+) -> Result<RolloutOutput, AgentError> {
+    let tok = PolicyTokenizer(tokenizer);
+    let template = Template::of(config.template);
+    let stops: Vec<String> = template
+        .stop_strings()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut episodes: Vec<Episode<PolicyTokenizer<'_>>> = Vec::new();
+    for p in prompts {
+        for s in 0..samples {
+            episodes.push(
+                Episode::new(tok, &template, config.limits.clone(), &p.problem)
+                    .with_id(p.id.clone(), s as u32)
+                    .with_ground_truth(p.answer.clone()),
+            );
+        }
+    }
+    let mut stats = RolloutStats::default();
+    let mut round = 0u64;
+    loop {
+        // Generation: every episode waiting for an assistant turn, in episode order.
+        let waiting: Vec<(usize, usize)> = episodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e.step() {
+                Step::Generate { max_tokens } => Some((i, max_tokens)),
+                _ => None,
+            })
+            .collect();
+        if waiting.is_empty() {
+            break;
+        }
+        let chunk = if config.max_batch == 0 {
+            waiting.len()
+        } else {
+            config.max_batch
+        };
+        let started = Instant::now();
+        for (c, part) in waiting.chunks(chunk).enumerate() {
+            let requests: Vec<Request> = part
+                .iter()
+                .map(|&(i, max_tokens)| Request {
+                    prompt: episodes[i].context_ids(),
+                    stop_strings: Some(stops.clone()),
+                    max_new_tokens: Some(max_tokens),
+                })
+                .collect();
+            let gen_config = GenerationConfig {
+                max_new_tokens: part.iter().map(|&(_, m)| m).max().unwrap_or(1),
+                stop_strings: stops.clone(),
+                eos: config.eos.clone(),
+                sampling: config.sampling,
+                seed: mix_seed(config.seed, (round << 20) | c as u64),
+            };
+            let outputs = generate_requests(model, tokenizer, &requests, &gen_config)?;
+            stats.rounds += 1;
+            for (&(i, _), g) in part.iter().zip(outputs) {
+                stats.generated_tokens += g.tokens.len();
+                let token_stats = TokenStats {
+                    entropies: g.entropies,
+                    logprobs: g.logprobs,
+                };
+                episodes[i].push_assistant_sampled(&g.tokens, token_stats)?;
+            }
+        }
+        stats.generate_secs += started.elapsed().as_secs_f64();
+
+        // Tools: every pending call of the round in one batch.
+        let started = Instant::now();
+        let mut owners: Vec<(usize, usize)> = Vec::new();
+        let mut calls: Vec<ToolCall> = Vec::new();
+        for (i, e) in episodes.iter().enumerate() {
+            if let Step::CallTools(c) = e.step() {
+                owners.push((i, c.len()));
+                calls.extend(c);
+            }
+        }
+        if !calls.is_empty() {
+            let outcomes = executor.execute(&calls);
+            if outcomes.len() != calls.len() {
+                return Err(AgentError::OutcomeCount {
+                    expected: calls.len(),
+                    got: outcomes.len(),
+                });
+            }
+            stats.tool_calls += calls.len();
+            let mut outcomes = outcomes.into_iter();
+            for (i, n) in owners {
+                let mine: Vec<ToolOutcome> = outcomes.by_ref().take(n).collect();
+                episodes[i].push_tool_outcomes(mine)?;
+            }
+        }
+        stats.tool_secs += started.elapsed().as_secs_f64();
+        round += 1;
+    }
+    let mut trajectories = Vec::with_capacity(episodes.len());
+    for (e, p) in episodes
+        .into_iter()
+        .zip(prompts.iter().flat_map(|p| std::iter::repeat_n(p, samples)))
+    {
+        let mut verdict = None;
+        let t = e.finish_scored(|text| {
+            let v = rstar_verifier::verify(text, &p.answer);
+            let score = match &v {
+                Ok(v) => Score {
+                    answer: v.extracted.clone(),
+                    reward: f32::from(v.reward),
+                },
+                Err(_) => Score {
+                    answer: None,
+                    reward: 0.0,
+                },
+            };
+            verdict = Some(v);
+            score
+        })?;
+        if let Some(Err(err)) = verdict {
+            return Err(err.into());
+        }
+        trajectories.push(t);
+    }
+    Ok(RolloutOutput {
+        trajectories,
+        stats,
+    })
+}
+
+/// Summary statistics of a set of trajectories (evaluation and RL metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct TrajectoryStats {
+    /// Trajectories summarised.
+    pub count: usize,
+    /// Mean reward (avg@k accuracy when rewards are 0/1).
+    pub accuracy: f64,
+    /// Mean response length in tokens (assistant and tool tokens).
+    pub response_len: f64,
+    /// Share of truncated trajectories.
+    pub truncation_rate: f64,
+    /// Tool calls per trajectory.
+    pub tool_calls: f64,
+    /// Share of tool calls that were errors (error, timeout, parse failure).
+    pub tool_error_rate: f64,
+    /// The same share over the calls of successful (reward > 0) trajectories only.
+    pub tool_error_rate_success: f64,
+    /// Share of trajectories with at least one answer tag closed.
+    pub answered: f64,
+}
+
+impl TrajectoryStats {
+    /// Summarises `trajectories` (rewards missing count as 0).
+    pub fn of(trajectories: &[Trajectory]) -> Self {
+        let n = trajectories.len();
+        if n == 0 {
+            return TrajectoryStats::default();
+        }
+        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let (mut reward, mut len, mut trunc, mut calls, mut errors) = (0.0, 0usize, 0, 0, 0);
+        let (mut ok_calls, mut ok_errors, mut answered) = (0, 0, 0);
+        for t in trajectories {
+            let r = f64::from(t.reward.unwrap_or(0.0));
+            reward += r;
+            len += t.response_ids.len();
+            trunc += usize::from(t.truncated);
+            calls += t.tool_calls.len();
+            errors += t.tool_errors();
+            if r > 0.0 {
+                ok_calls += t.tool_calls.len();
+                ok_errors += t.tool_errors();
+            }
+            answered += usize::from(t.answer.is_some());
+        }
+        TrajectoryStats {
+            count: n,
+            accuracy: reward / n as f64,
+            response_len: ratio(len, n),
+            truncation_rate: ratio(trunc, n),
+            tool_calls: ratio(calls, n),
+            tool_error_rate: ratio(errors, calls),
+            tool_error_rate_success: ratio(ok_errors, ok_calls),
+            answered: ratio(answered, n),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toolcall::OutcomeKind;
+
+    #[test]
+    fn seeds_of_rounds_differ_and_are_stable() {
+        assert_eq!(mix_seed(1, 2), mix_seed(1, 2));
+        assert_ne!(mix_seed(1, 2), mix_seed(1, 3));
+        assert_ne!(mix_seed(1, 0), mix_seed(2, 0));
+    }
+
+    #[test]
+    fn sandbox_results_map_to_outcomes() {
+        let mut r = rstar_toolenv::ToolResult::internal("worker died");
+        let o = outcome_of(&r);
+        assert_eq!(o.kind, OutcomeKind::Error);
+        assert!(o.text.contains("SandboxError: worker died"), "{}", o.text);
+        r.outcome = rstar_toolenv::Outcome::Output;
+        r.message = None;
+        r.stdout = "42\n".into();
+        let o = outcome_of(&r);
+        assert_eq!(o.kind, OutcomeKind::Output);
+        assert_eq!(o.stdout(), Some("42\n"));
+        r.outcome = rstar_toolenv::Outcome::Timeout;
+        assert_eq!(outcome_of(&r).kind, OutcomeKind::Timeout);
+    }
+
+    #[test]
+    fn stats_of_nothing_are_zero() {
+        assert_eq!(TrajectoryStats::of(&[]), TrajectoryStats::default());
+    }
+}

@@ -1,0 +1,367 @@
+//! The trainer's configuration: one serde struct with named presets (`smoke`, `tiny`), saved
+//! resolved as `runs/<name>/config.json`.
+
+use std::path::PathBuf;
+
+use rstar_curriculum::{CurriculumConfig, Stage};
+use rstar_grpo::GrpoConfig;
+use rstar_policy::QwenConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::error::AgentError;
+use crate::tasks::TaskConfig;
+
+/// The learning-rate shape after warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LrSchedule {
+    /// Constant at the peak.
+    Constant,
+    /// Cosine from the peak down to `min_lr_ratio · peak` at the last step.
+    Cosine,
+}
+
+/// Supervised fine-tuning on the embedded corpus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftOptions {
+    /// Optimizer steps.
+    pub steps: usize,
+    /// Sequences per step.
+    pub batch_size: usize,
+    /// Demonstrations in the corpus (sampled with replacement into batches).
+    pub corpus_size: usize,
+    /// Share of demonstrations whose first call fails and is fixed.
+    pub failing_fraction: f64,
+    /// Peak learning rate (AdamW).
+    pub lr: f64,
+    /// Linear warm-up steps.
+    pub warmup_steps: usize,
+    /// Shape after warm-up.
+    pub schedule: LrSchedule,
+    /// Floor of the cosine, as a share of the peak.
+    pub min_lr_ratio: f64,
+    /// AdamW's decoupled weight decay.
+    pub weight_decay: f32,
+    /// Clip the global gradient norm to this; `None` disables clipping.
+    pub grad_clip: Option<f32>,
+    /// Print a progress line every this many steps (0: never).
+    pub log_every: usize,
+}
+
+/// GRPO-RoC.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RlOptions {
+    /// Resample-on-Correct: roll out `2G`, keep `G`. Off (`--no-roc`): plain GRPO on `G`.
+    pub roc: bool,
+    /// `G`, the kept group size.
+    pub group_size: usize,
+    /// Prompts per step.
+    pub prompts_per_step: usize,
+    /// Training problems RL prompts are drawn from.
+    pub pool_size: usize,
+    /// Learning rate (constant).
+    pub lr: f64,
+    /// AdamW's decoupled weight decay.
+    pub weight_decay: f32,
+    /// Clip the global gradient norm to this; `None` disables clipping.
+    pub grad_clip: Option<f32>,
+    /// Optimizer updates per step: the kept batch is split into this many mini-batches
+    /// (one update each; after the first, the ratio to the old policy departs from one).
+    pub mini_batches: usize,
+    /// Problems checked for a hard stage (`k` samples each); `0` uses the whole pool.
+    pub hard_pool_size: usize,
+    /// The loss (advantages, clipping, aggregation).
+    pub grpo: GrpoConfig,
+}
+
+/// Held-out evaluation after SFT and after each stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalOptions {
+    /// Held-out (by numbers) problems.
+    pub problems: usize,
+    /// Samples per problem at temperature 1 for avg@k; `0` evaluates greedily only.
+    pub samples: usize,
+    /// Sequences per generation call (`0`: all at once).
+    pub max_batch: usize,
+}
+
+/// The Python sandbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOptions {
+    /// The interpreter.
+    pub python: PathBuf,
+    /// Workers (`0`: one per CPU).
+    pub workers: usize,
+    /// Per-call wall-clock limit in seconds.
+    pub timeout_secs: f64,
+}
+
+/// Everything `rstar train` needs; see [`TrainConfig::preset`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// The preset this config started from (informational).
+    pub preset: String,
+    /// Seed of everything random (model init, tasks, corpus, batches, rollouts).
+    pub seed: u64,
+    /// The policy architecture (trained from scratch unless `init` is set).
+    pub model: QwenConfig,
+    /// Start from this checkpoint (a directory written by `rstar_policy::save_dir`, e.g.
+    /// `runs/<name>/checkpoints/sft`) instead of a random model; its config replaces `model`.
+    #[serde(default)]
+    pub init: Option<PathBuf>,
+    /// The embedded task set.
+    pub tasks: TaskConfig,
+    /// SFT.
+    pub sft: SftOptions,
+    /// GRPO-RoC.
+    pub rl: RlOptions,
+    /// The RL stages.
+    pub curriculum: CurriculumConfig,
+    /// Held-out evaluation.
+    pub eval: EvalOptions,
+    /// The sandbox.
+    pub tools: ToolOptions,
+}
+
+impl TrainConfig {
+    /// A preset by name: `smoke` (seconds; SFT a few dozen steps, two RL steps per stage) or
+    /// `tiny` (the embedded default on a 2-core CPU: the calibration's 0.8M-parameter char
+    /// model, 400 SFT steps of 32, the tiny curriculum).
+    ///
+    /// # Errors
+    /// [`AgentError::TrainConfig`] for an unknown name.
+    pub fn preset(name: &str) -> Result<Self, AgentError> {
+        match name {
+            "smoke" => Ok(Self::smoke()),
+            "tiny" => Ok(Self::tiny()),
+            other => Err(AgentError::TrainConfig {
+                field: "preset".into(),
+                message: format!("is `{other}`, expected `smoke` or `tiny`"),
+            }),
+        }
+    }
+
+    /// The embedded default (`cargo xtask train`).
+    pub fn tiny() -> Self {
+        TrainConfig {
+            preset: "tiny".into(),
+            seed: 0,
+            model: QwenConfig::tiny_char(),
+            init: None,
+            tasks: TaskConfig::embedded_default(),
+            sft: SftOptions {
+                steps: 400,
+                batch_size: 32,
+                corpus_size: 4000,
+                failing_fraction: 1.0 / 3.0,
+                lr: 1e-3,
+                warmup_steps: 40,
+                schedule: LrSchedule::Cosine,
+                min_lr_ratio: 0.1,
+                weight_decay: 0.01,
+                grad_clip: Some(1.0),
+                log_every: 25,
+            },
+            rl: RlOptions {
+                roc: true,
+                group_size: 8,
+                prompts_per_step: 8,
+                pool_size: 512,
+                lr: 2e-5,
+                weight_decay: 0.0,
+                grad_clip: Some(1.0),
+                mini_batches: 2,
+                hard_pool_size: 64,
+                grpo: GrpoConfig::rstar2_agent(),
+            },
+            curriculum: CurriculumConfig::tiny(),
+            eval: EvalOptions {
+                problems: 100,
+                samples: 4,
+                max_batch: 0,
+            },
+            tools: ToolOptions {
+                python: PathBuf::from("python3"),
+                workers: 0,
+                timeout_secs: 5.0,
+            },
+        }
+    }
+
+    /// The CI smoke run: the same shapes, sized to finish in seconds in release.
+    pub fn smoke() -> Self {
+        let tiny = Self::tiny();
+        TrainConfig {
+            preset: "smoke".into(),
+            sft: SftOptions {
+                steps: 30,
+                batch_size: 8,
+                corpus_size: 60,
+                warmup_steps: 5,
+                log_every: 10,
+                ..tiny.sft
+            },
+            rl: RlOptions {
+                group_size: 2,
+                prompts_per_step: 2,
+                pool_size: 16,
+                mini_batches: 1,
+                hard_pool_size: 4,
+                ..tiny.rl
+            },
+            curriculum: CurriculumConfig {
+                stages: vec![
+                    Stage::new("short", 96, 2).steps(2),
+                    Stage::new("long", 128, 3).steps(2),
+                    Stage::new("hard", 128, 3)
+                        .steps(2)
+                        .hard(2, 1.0)
+                        .reset_optimizer(),
+                ],
+            },
+            eval: EvalOptions {
+                problems: 4,
+                samples: 0,
+                max_batch: 0,
+            },
+            ..tiny
+        }
+    }
+
+    /// Checks the fields; errors name the field.
+    ///
+    /// # Errors
+    /// [`AgentError::TrainConfig`] naming the first bad field, [`AgentError::Curriculum`] for a
+    /// bad curriculum.
+    pub fn validate(&self) -> Result<(), AgentError> {
+        let bad = |field: &str, message: String| {
+            Err(AgentError::TrainConfig {
+                field: field.into(),
+                message,
+            })
+        };
+        let positive = [
+            ("sft.batch_size", self.sft.batch_size),
+            ("sft.corpus_size", self.sft.corpus_size),
+            ("rl.group_size", self.rl.group_size),
+            ("rl.prompts_per_step", self.rl.prompts_per_step),
+            ("rl.pool_size", self.rl.pool_size),
+            ("rl.mini_batches", self.rl.mini_batches),
+        ];
+        for (field, v) in positive {
+            if v == 0 {
+                return bad(field, "is 0, expected at least 1".into());
+            }
+        }
+        if self.rl.group_size < 2 {
+            return bad(
+                "rl.group_size",
+                format!(
+                    "is {}, expected at least 2 (GRPO compares within a group)",
+                    self.rl.group_size
+                ),
+            );
+        }
+        for (field, lr) in [("sft.lr", self.sft.lr), ("rl.lr", self.rl.lr)] {
+            if !(lr.is_finite() && lr > 0.0) {
+                return bad(field, format!("is {lr}, expected a positive number"));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.sft.failing_fraction) {
+            return bad(
+                "sft.failing_fraction",
+                format!(
+                    "is {}, expected a number in [0, 1]",
+                    self.sft.failing_fraction
+                ),
+            );
+        }
+        if !(0.0..=1.0).contains(&self.sft.min_lr_ratio) {
+            return bad(
+                "sft.min_lr_ratio",
+                format!("is {}, expected a number in [0, 1]", self.sft.min_lr_ratio),
+            );
+        }
+        for (field, clip) in [
+            ("sft.grad_clip", self.sft.grad_clip),
+            ("rl.grad_clip", self.rl.grad_clip),
+        ] {
+            if let Some(c) = clip
+                && !(c.is_finite() && c > 0.0)
+            {
+                return bad(field, format!("is {c}, expected a positive number"));
+            }
+        }
+        if !(self.tools.timeout_secs.is_finite() && self.tools.timeout_secs > 0.0) {
+            return bad(
+                "tools.timeout_secs",
+                format!("is {}, expected a positive number", self.tools.timeout_secs),
+            );
+        }
+        self.model.validate().map_err(|e| AgentError::TrainConfig {
+            field: "model".into(),
+            message: e.to_string(),
+        })?;
+        self.rl.grpo.validate()?;
+        self.curriculum.validate()?;
+        Ok(())
+    }
+
+    /// Reads a config from a JSON file.
+    ///
+    /// # Errors
+    /// [`AgentError::Io`] when the file cannot be read, [`AgentError::Dataset`] naming the
+    /// file, line and field when it does not parse, then [`TrainConfig::validate`]'s errors.
+    pub fn from_json_file(path: &std::path::Path) -> Result<Self, AgentError> {
+        let text = std::fs::read_to_string(path).map_err(|source| AgentError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let config: TrainConfig = serde_json::from_str(&text).map_err(|e| AgentError::Dataset {
+            path: path.to_path_buf(),
+            line: e.line(),
+            message: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_validate() {
+        for name in ["smoke", "tiny"] {
+            let c = TrainConfig::preset(name).unwrap();
+            c.validate().unwrap();
+            assert_eq!(c.preset, name);
+        }
+        assert!(TrainConfig::preset("huge").is_err());
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let mut c = TrainConfig::smoke();
+        c.rl.group_size = 1;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("`rl.group_size`"), "{err}");
+        let mut c = TrainConfig::smoke();
+        c.sft.lr = -1.0;
+        assert!(c.validate().unwrap_err().to_string().contains("`sft.lr`"));
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let c = TrainConfig::tiny();
+        let text = serde_json::to_string_pretty(&c).unwrap();
+        let back: TrainConfig = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, c);
+    }
+}

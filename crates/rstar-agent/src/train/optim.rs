@@ -1,0 +1,149 @@
+//! Optimisation helpers shared by SFT and RL: AdamW (Burn's), the learning-rate schedule,
+//! global gradient-norm clipping, and batching of token sequences into tensors.
+
+use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use rstar_policy::Qwen;
+
+use super::config::LrSchedule;
+
+/// Burn's AdamW with β = (0.9, 0.999), ε = 1e-8 and the given decoupled weight decay. Clipping is
+/// done by [`clip_global_norm`] (Burn's own clips each tensor separately).
+pub fn adamw(weight_decay: f32) -> ModuleOptimizer {
+    AdamWConfig::new()
+        .with_epsilon(1e-8)
+        .with_weight_decay(weight_decay)
+        .init()
+}
+
+/// The learning rate of 0-based `step` out of `total`: linear warm-up over `warmup` steps to
+/// `peak`, then constant or a cosine down to `min_ratio · peak` at the last step.
+pub fn lr_at(
+    step: usize,
+    total: usize,
+    warmup: usize,
+    peak: f64,
+    schedule: LrSchedule,
+    min_ratio: f64,
+) -> f64 {
+    if step < warmup {
+        return peak * (step + 1) as f64 / warmup as f64;
+    }
+    match schedule {
+        LrSchedule::Constant => peak,
+        LrSchedule::Cosine => {
+            let span = total.saturating_sub(warmup).saturating_sub(1).max(1);
+            let progress = ((step - warmup) as f64 / span as f64).min(1.0);
+            let cos = 0.5 * (1.0 + (std::f64::consts::PI * progress).cos());
+            peak * (min_ratio + (1.0 - min_ratio) * cos)
+        }
+    }
+}
+
+/// Collects the ids of a module's float parameters.
+struct ParamIds(Vec<(ParamId, usize)>);
+
+impl ModuleVisitor for ParamIds {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.0.push((param.id, D));
+    }
+}
+
+fn squared_norm<const D: usize>(grads: &GradientsParams, id: ParamId) -> f64 {
+    grads
+        .get::<D>(id)
+        .map(|g| f64::from(g.square().sum().into_scalar::<f32>()))
+        .unwrap_or(0.0)
+}
+
+fn scale<const D: usize>(grads: &mut GradientsParams, id: ParamId, factor: f32) {
+    if let Some(g) = grads.remove::<D>(id) {
+        grads.register::<D>(id, g.mul_scalar(factor));
+    }
+}
+
+/// Scales every gradient by `max_norm / ‖g‖` when the global L2 norm `‖g‖` over all parameters
+/// exceeds `max_norm` (PyTorch's `clip_grad_norm_`). Returns the norm before clipping.
+pub fn clip_global_norm(model: &Qwen, grads: &mut GradientsParams, max_norm: Option<f32>) -> f64 {
+    let mut ids = ParamIds(Vec::new());
+    model.visit(&mut ids);
+    let mut total = 0.0;
+    for &(id, rank) in &ids.0 {
+        total += match rank {
+            1 => squared_norm::<1>(grads, id),
+            2 => squared_norm::<2>(grads, id),
+            3 => squared_norm::<3>(grads, id),
+            _ => squared_norm::<4>(grads, id),
+        };
+    }
+    let norm = total.sqrt();
+    if let Some(max) = max_norm
+        && norm > f64::from(max)
+    {
+        let factor = (f64::from(max) / (norm + 1e-6)) as f32;
+        for &(id, rank) in &ids.0 {
+            match rank {
+                1 => scale::<1>(grads, id, factor),
+                2 => scale::<2>(grads, id, factor),
+                3 => scale::<3>(grads, id, factor),
+                _ => scale::<4>(grads, id, factor),
+            }
+        }
+    }
+    norm
+}
+
+/// Right-padded token rows as an `[rows, len]` Int tensor and the `[rows, len - 1]` float mask of
+/// next-token positions: position `t` of the mask weighs the prediction of token `t + 1`,
+/// `mask_of[row][t + 1]`. Padding uses id 0 with weight 0.
+pub fn pack(rows: &[(&[u32], &[f32])], device: &Device) -> (Tensor<2, Int>, Tensor<2>, usize) {
+    let len = rows
+        .iter()
+        .map(|(ids, _)| ids.len())
+        .max()
+        .unwrap_or(0)
+        .max(2);
+    let mut ids = Vec::with_capacity(rows.len() * len);
+    let mut mask = Vec::with_capacity(rows.len() * (len - 1));
+    for (r, m) in rows {
+        ids.extend(r.iter().map(|&t| i64::from(t)));
+        ids.extend(std::iter::repeat_n(0i64, len - r.len()));
+        mask.extend(m.iter().skip(1).copied());
+        mask.extend(std::iter::repeat_n(0.0f32, len - m.len().max(1)));
+    }
+    let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows.len(), len]), device);
+    let mask = Tensor::<2>::from_data(TensorData::new(mask, [rows.len(), len - 1]), device);
+    (tokens, mask, len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_then_cosine_by_hand() {
+        // 10 steps, 2 warm-up: 0.5, 1.0, then cos from 1 down to 0.1 over steps 2..=9.
+        let lr = |s| lr_at(s, 10, 2, 1.0, LrSchedule::Cosine, 0.1);
+        assert!((lr(0) - 0.5).abs() < 1e-12);
+        assert!((lr(1) - 1.0).abs() < 1e-12);
+        assert!((lr(2) - 1.0).abs() < 1e-12);
+        assert!((lr(9) - 0.1).abs() < 1e-12);
+        // 9 steps, 2 warm-up: span 6, step 5 is half way: 0.1 + 0.9 · (1 + cos(π/2)) / 2 = 0.55.
+        assert!((lr_at(5, 9, 2, 1.0, LrSchedule::Cosine, 0.1) - 0.55).abs() < 1e-12);
+        assert_eq!(lr_at(7, 10, 2, 2.0, LrSchedule::Constant, 0.1), 2.0);
+    }
+
+    #[test]
+    fn pack_shifts_the_mask_and_pads() {
+        let device = Device::flex();
+        let a: (&[u32], &[f32]) = (&[5, 6, 7], &[0.0, 1.0, 1.0]);
+        let b: (&[u32], &[f32]) = (&[8, 9], &[0.0, 1.0]);
+        let (tokens, mask, len) = pack(&[a, b], &device);
+        assert_eq!(len, 3);
+        let t: Vec<i64> = tokens.into_data().convert::<i64>().try_to_vec().unwrap();
+        assert_eq!(t, vec![5, 6, 7, 8, 9, 0]);
+        let m: Vec<f32> = mask.into_data().try_to_vec().unwrap();
+        assert_eq!(m, vec![1.0, 1.0, 1.0, 0.0]);
+    }
+}

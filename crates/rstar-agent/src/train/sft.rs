@@ -1,0 +1,180 @@
+//! Supervised fine-tuning on the embedded corpus: demonstrations with real tool outputs,
+//! cross-entropy on assistant tokens only, AdamW with warm-up and a cosine or constant schedule,
+//! global gradient-norm clipping.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use burn::optim::GradientsParams;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rstar_policy::{Qwen, Tokenizer, masked_nll, sequence_logprobs};
+use serde::{Deserialize, Serialize};
+
+use super::config::SftOptions;
+use super::optim::{adamw, clip_global_norm, lr_at, pack};
+use crate::episode::Limits;
+use crate::error::AgentError;
+use crate::rollout::{PolicyTokenizer, ToolExecutor};
+use crate::tasks::Task;
+use crate::tasks::sft::{Demonstration, SftConfig, build_corpus};
+use crate::template::Template;
+use crate::toolcall::{ToolCall, ToolOutcome};
+
+/// One tokenized demonstration: ids of prompt and response, and per-token loss weights (1 on
+/// assistant tokens, 0 on the prompt and tool turns).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SftRow {
+    /// Token ids.
+    pub ids: Vec<u32>,
+    /// Per-token weights.
+    pub weights: Vec<f32>,
+}
+
+/// Builds the compact-template corpus for `tasks` with REAL tool outputs.
+///
+/// The corpus builder asks for one call at a time; to run them concurrently on the sandbox,
+/// the calls are first collected with a stand-in executor (whose outputs are discarded), then
+/// run in one batch through `executor`, and the corpus is built again from those outcomes. The
+/// builder checks them: a buggy call must fail and a correct one must print the answer.
+///
+/// # Errors
+/// [`AgentError::Demonstration`] when a real outcome is not what the demonstration needs.
+pub fn build_demonstrations(
+    tasks: &[Task],
+    limits: &Limits,
+    failing_fraction: f64,
+    seed: u64,
+    executor: &mut dyn ToolExecutor,
+) -> Result<Vec<Demonstration>, AgentError> {
+    let template = Template::compact();
+    let mut config = SftConfig::new(limits.clone());
+    config.failing_fraction = failing_fraction;
+    config.seed = seed;
+    // Pass 1: which calls will the builder make? Correct programs "print" their answer, any
+    // other program "fails"; these stand-ins only steer the builder and are thrown away.
+    let answers: HashMap<String, String> = tasks
+        .iter()
+        .map(|t| (t.solution_code(), t.answer()))
+        .collect();
+    let mut calls: Vec<ToolCall> = Vec::new();
+    build_corpus(tasks, &template, &config, |call: &ToolCall| {
+        calls.push(call.clone());
+        match answers.get(&call.code) {
+            Some(a) => ToolOutcome::code_judge(true, "", &format!("{a}\n"), "", 0.0),
+            None => ToolOutcome::code_judge(false, "", "", "Error: stand-in", 0.0),
+        }
+    })?;
+    // Pass 2: run them for real, concurrently.
+    let outcomes = executor.execute(&calls);
+    if outcomes.len() != calls.len() {
+        return Err(AgentError::OutcomeCount {
+            expected: calls.len(),
+            got: outcomes.len(),
+        });
+    }
+    let real: HashMap<(String, String), ToolOutcome> = calls
+        .into_iter()
+        .map(|c| (c.code, c.input))
+        .zip(outcomes)
+        .collect();
+    // Pass 3: the corpus from the real outcomes (checked by the builder).
+    build_corpus(tasks, &template, &config, |call: &ToolCall| {
+        real.get(&(call.code.clone(), call.input.clone()))
+            .cloned()
+            .unwrap_or_else(|| ToolOutcome::code_judge(false, "", "", "call was not run", 0.0))
+    })
+}
+
+/// Tokenizes demonstrations with the policy's tokenizer.
+pub fn tokenize(demos: &[Demonstration], tokenizer: &Tokenizer) -> Vec<SftRow> {
+    let tok = PolicyTokenizer(tokenizer);
+    demos
+        .iter()
+        .map(|d| {
+            let (ids, mask) = d.encode(&tok);
+            SftRow {
+                ids,
+                weights: mask.into_iter().map(f32::from).collect(),
+            }
+        })
+        .collect()
+}
+
+/// One SFT step's record (a line of `sft_metrics.jsonl`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SftStep {
+    /// 1-based step.
+    pub step: usize,
+    /// Mean cross-entropy per assistant token (nats).
+    pub loss: f32,
+    /// Learning rate used.
+    pub lr: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Assistant tokens in the batch.
+    pub tokens: usize,
+    /// Seconds of the step.
+    pub secs: f64,
+}
+
+/// Trains `model` (on an autodiff device) for `options.steps` steps on `rows`, drawing batches
+/// uniformly with replacement from a generator seeded with `seed`. `on_step` sees every step.
+///
+/// # Errors
+/// [`AgentError::TrainConfig`] for an empty corpus.
+pub fn train(
+    mut model: Qwen,
+    rows: &[SftRow],
+    options: &SftOptions,
+    seed: u64,
+    mut on_step: impl FnMut(&SftStep),
+) -> Result<Qwen, AgentError> {
+    if rows.is_empty() {
+        return Err(AgentError::TrainConfig {
+            field: "sft.corpus_size".into(),
+            message: "gave no demonstrations".into(),
+        });
+    }
+    let device = model.device();
+    let mut optimizer = adamw(options.weight_decay);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for step in 0..options.steps {
+        let started = Instant::now();
+        let batch: Vec<&SftRow> = (0..options.batch_size)
+            .map(|_| &rows[rng.random_range(0..rows.len())])
+            .collect();
+        let packed: Vec<(&[u32], &[f32])> = batch
+            .iter()
+            .map(|r| (r.ids.as_slice(), r.weights.as_slice()))
+            .collect();
+        let tokens_in_loss: usize = batch
+            .iter()
+            .map(|r| r.weights.iter().skip(1).filter(|&&w| w > 0.0).count())
+            .sum();
+        let (tokens, mask, _) = pack(&packed, &device);
+        let (logp, _) = sequence_logprobs(&model, tokens);
+        let loss = masked_nll(logp, mask);
+        let loss_value = loss.clone().into_scalar::<f32>();
+        let mut grads = GradientsParams::from_grads(loss.backward(), &model);
+        let grad_norm = clip_global_norm(&model, &mut grads, options.grad_clip);
+        let lr = lr_at(
+            step,
+            options.steps,
+            options.warmup_steps,
+            options.lr,
+            options.schedule,
+            options.min_lr_ratio,
+        );
+        model = optimizer.step(lr, model, grads);
+        on_step(&SftStep {
+            step: step + 1,
+            loss: loss_value,
+            lr,
+            grad_norm,
+            tokens: tokens_in_loss,
+            secs: started.elapsed().as_secs_f64(),
+        });
+    }
+    Ok(model)
+}

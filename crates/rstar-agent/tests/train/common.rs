@@ -1,0 +1,88 @@
+//! Shared helpers: the sandbox, a tiny policy overfitted on a few demonstrations, prompts.
+
+use std::sync::OnceLock;
+
+use burn::module::Module;
+use burn::tensor::Device;
+use rstar_agent::episode::Limits;
+use rstar_agent::rollout::{PoolExecutor, Prompt};
+use rstar_agent::tasks::{Split, Task, TaskConfig, TaskSet};
+use rstar_agent::train::sft::{self, SftRow};
+use rstar_agent::train::{LrSchedule, SftOptions, ToolOptions, start_pool};
+use rstar_policy::{Qwen, QwenConfig, Tokenizer};
+use rstar_toolenv::BlockingPool;
+
+/// One sandbox for the whole test binary (starting one takes a moment).
+pub fn pool() -> &'static BlockingPool {
+    static POOL: OnceLock<BlockingPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        start_pool(&ToolOptions {
+            python: rstar_testdata::python(),
+            workers: 2,
+            timeout_secs: 5.0,
+        })
+        .expect("the sandbox starts")
+    })
+}
+
+/// The sandbox as a rollout executor.
+pub fn tools() -> PoolExecutor<'static> {
+    PoolExecutor {
+        pool: pool(),
+        timeout: None,
+    }
+}
+
+/// `n` training tasks of the embedded default.
+pub fn tasks(n: usize, seed: u64) -> Vec<Task> {
+    TaskSet::new(TaskConfig::embedded_default())
+        .unwrap()
+        .generate(Split::Train, n, seed)
+        .unwrap()
+}
+
+/// Prompts of tasks.
+pub fn prompts(tasks: &[Task]) -> Vec<Prompt> {
+    tasks.iter().map(Prompt::from).collect()
+}
+
+/// A small model config for the char tokenizer (2 layers, width 32).
+pub fn tiny_config() -> QwenConfig {
+    QwenConfig::test_tiny(Tokenizer::char().vocab_size())
+}
+
+/// SFT options for tests.
+pub fn sft_options(steps: usize) -> SftOptions {
+    SftOptions {
+        steps,
+        batch_size: 4,
+        corpus_size: 4,
+        failing_fraction: 0.5,
+        lr: 1e-2,
+        warmup_steps: 2,
+        schedule: LrSchedule::Constant,
+        min_lr_ratio: 0.1,
+        weight_decay: 0.0,
+        grad_clip: Some(1.0),
+        log_every: 0,
+    }
+}
+
+/// Tokenized demonstrations of `tasks` with real tool outputs (half of them with a bug).
+pub fn rows(tasks: &[Task]) -> Vec<SftRow> {
+    let demos = sft::build_demonstrations(tasks, &Limits::compact(), 0.5, 3, &mut tools()).unwrap();
+    sft::tokenize(&demos, &Tokenizer::char())
+}
+
+/// A tiny policy trained on the demonstrations of `tasks` until it writes the format: it makes
+/// tool calls and answers. On the autodiff device, ready for more training.
+pub fn overfit_trainable(tasks: &[Task], steps: usize) -> Qwen {
+    let device = Device::flex().autodiff();
+    let model = Qwen::random(tiny_config(), 1, &device).unwrap();
+    sft::train(model, &rows(tasks), &sft_options(steps), 5, |_| {}).unwrap()
+}
+
+/// [`overfit_trainable`] on the plain (non-autodiff) device, for rollouts.
+pub fn overfit(tasks: &[Task], steps: usize) -> Qwen {
+    overfit_trainable(tasks, steps).valid()
+}

@@ -1,0 +1,37 @@
+//! Configs: presets, and errors that name the file, line and field.
+
+use std::io::Write;
+
+use rstar_agent::train::TrainConfig;
+
+#[test]
+fn a_config_file_round_trips_and_bad_ones_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let text = serde_json::to_string_pretty(&TrainConfig::smoke()).unwrap();
+    std::fs::write(&path, &text).unwrap();
+    assert_eq!(
+        TrainConfig::from_json_file(&path).unwrap(),
+        TrainConfig::smoke()
+    );
+
+    // An unknown field: the file and the line are named.
+    let bad = text.replacen("\"seed\"", "\"sed\"", 1);
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(bad.as_bytes()).unwrap();
+    let err = TrainConfig::from_json_file(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("config.json:3:") && err.contains("sed"),
+        "{err}"
+    );
+
+    // A value out of range: the field is named.
+    let mut c = TrainConfig::smoke();
+    c.sft.batch_size = 0;
+    std::fs::write(&path, serde_json::to_string_pretty(&c).unwrap()).unwrap();
+    let err = TrainConfig::from_json_file(&path).unwrap_err().to_string();
+    assert!(err.contains("`sft.batch_size`"), "{err}");
+
+    let err = TrainConfig::from_json_file(&dir.path().join("missing.json")).unwrap_err();
+    assert!(err.to_string().contains("missing.json"), "{err}");
+}

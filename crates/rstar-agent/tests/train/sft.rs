@@ -1,0 +1,75 @@
+//! SFT: the corpus carries real tool outputs, the loss covers assistant tokens only, and
+//! training lowers it.
+
+use burn::tensor::Device;
+use rstar_agent::episode::Limits;
+use rstar_agent::train::sft::{self, SftStep};
+use rstar_policy::{Qwen, Tokenizer};
+
+use super::common::{rows, sft_options, tasks, tiny_config, tools};
+
+#[test]
+fn demonstrations_carry_real_tool_outputs() {
+    let ts = tasks(6, 4);
+    let demos = sft::build_demonstrations(&ts, &Limits::compact(), 0.5, 3, &mut tools()).unwrap();
+    assert_eq!(demos.len(), 6);
+    assert_eq!(demos.iter().filter(|d| d.bug.is_some()).count(), 3);
+    for (d, t) in demos.iter().zip(&ts) {
+        assert_eq!(d.answer, t.answer());
+        let text = d.response_text();
+        // The tool turn before the answer shows what Python printed: the answer itself.
+        assert!(text.contains(&format!("O:{}\n", t.answer())), "{text}");
+        if d.bug.is_some() {
+            assert!(
+                text.contains("Error"),
+                "a failing call shows Python's error: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn loss_weights_cover_assistant_tokens_only() {
+    let ts = tasks(2, 5);
+    let rows = rows(&ts);
+    let tok = Tokenizer::char();
+    for r in &rows {
+        assert_eq!(r.ids.len(), r.weights.len());
+        // Decode the weighted tokens: they are the assistant turns, never `Q:`/`O:` lines.
+        let trained: Vec<u32> = r
+            .ids
+            .iter()
+            .zip(&r.weights)
+            .filter(|(_, w)| **w > 0.0)
+            .map(|(i, _)| *i)
+            .collect();
+        let text = tok.decode(&trained).unwrap();
+        assert!(!text.contains("Q:") && !text.contains("O:"), "{text}");
+        assert!(text.contains("</answer>"), "{text}");
+    }
+}
+
+#[test]
+fn training_lowers_the_loss() {
+    let ts = tasks(4, 6);
+    let rows = rows(&ts);
+    let model = Qwen::random(tiny_config(), 2, &Device::flex().autodiff()).unwrap();
+    let mut log: Vec<SftStep> = Vec::new();
+    sft::train(model, &rows, &sft_options(40), 7, |s| log.push(*s)).unwrap();
+    assert_eq!(log.len(), 40);
+    let first = log[..5].iter().map(|s| s.loss).sum::<f32>() / 5.0;
+    let last = log[35..].iter().map(|s| s.loss).sum::<f32>() / 5.0;
+    // A random 274-way guess costs ln 274 ≈ 5.6 nats; memorising four demonstrations halves it.
+    assert!(first > 4.5, "{first}");
+    assert!(last < first / 2.0, "first {first}, last {last}");
+    assert!(log.iter().all(|s| s.grad_norm.is_finite() && s.tokens > 0));
+    // Warm-up: 2 steps to the peak, then constant.
+    assert!((log[0].lr - 5e-3).abs() < 1e-12 && (log[10].lr - 1e-2).abs() < 1e-12);
+}
+
+#[test]
+fn an_empty_corpus_is_an_error() {
+    let model = Qwen::random(tiny_config(), 2, &Device::flex().autodiff()).unwrap();
+    let err = sft::train(model, &[], &sft_options(1), 0, |_| {}).unwrap_err();
+    assert!(err.to_string().contains("sft.corpus_size"), "{err}");
+}
