@@ -183,24 +183,14 @@ impl ToolOutcome {
         stderr: &str,
         seconds: f64,
     ) -> Self {
-        let mut text = String::from(if success {
-            "Tool call success"
-        } else {
-            "Tool call failure"
-        });
-        if !success {
-            text.push_str("\nreason: ");
-            text.push_str(reason);
-        }
-        if !stdout.is_empty() {
-            text.push_str("\nstdout: ");
-            text.push_str(stdout);
-        }
-        if !stderr.is_empty() {
-            text.push_str("\nstderr: ");
-            text.push_str(stderr);
-        }
-        text.push_str(&format!("\nexecution time: {seconds:.2}s"));
+        // The layout is rstar-toolenv's; the per-stream cap is left to whoever produced the
+        // streams (the pool already applied it) and the overall cut to the episode's limits.
+        let layout = rstar_toolenv::ResponseFormat {
+            stream_chars: usize::MAX,
+            budget_chars: None,
+        };
+        let text =
+            rstar_toolenv::format_response(success, reason, stdout, stderr, seconds, &layout);
         let kind = match (success, reason) {
             (true, _) if stdout.is_empty() => OutcomeKind::NoOutput,
             (true, _) => OutcomeKind::Output,
