@@ -17,6 +17,7 @@ usage: cargo xtask <command> [args]
 
 commands:
   train [ARGS]      run the rStar2-Agent recipe (SFT, then staged GRPO-RoC); embedded default when given nothing
+  eval ARGS         evaluate a model with the sandboxed tool (`rstar eval ARGS`, release build): avg@k, pass@k, tool stats
   ci                formatting, clippy with warnings denied, the tidy check and all tests (what .ci/run calls)
   bench NAME        run a benchmark against its peer, side by side (`cargo xtask bench` lists them)
   test-wgpu         install Mesa's lavapipe and run the policy's wgpu-vs-flex test on the CPU (slow)
@@ -43,6 +44,7 @@ fn dispatch() -> Result<()> {
     match cmd.as_str() {
         "ci" => ci::run(&rest),
         "train" => train::run(&rest),
+        "eval" => train::eval(&rest),
         "bench" => bench::run(&rest),
         "test-wgpu" => wgpu::run(&rest),
         "venv" => venv::ensure_bench().map(|py| println!("{}", py.display())),

@@ -3,12 +3,22 @@
 //! Runs `cargo run --release -p rstar-agent --bin rstar -- train ARGS`: SFT on the embedded
 //! default, then the staged GRPO-RoC curriculum, with held-out evaluations and a final table.
 //! With no arguments it runs the `tiny` preset; `--preset smoke --out DIR` is the CI check.
+//! `cargo xtask eval ARGS` runs `rstar eval ARGS` the same way.
 
 use anyhow::Result;
 
 use crate::util::{cargo, step};
 
 pub fn run(args: &[String]) -> Result<()> {
+    rstar("train", args)
+}
+
+/// `cargo xtask eval ARGS`: `rstar eval ARGS` in release mode with the project's Python.
+pub fn eval(args: &[String]) -> Result<()> {
+    rstar("eval", args)
+}
+
+fn rstar(subcommand: &str, args: &[String]) -> Result<()> {
     // The tool sandbox runs the policy's code with the project's Python (numpy and sympy present).
     let python = crate::venv::ensure()?;
     let mut cmd = cargo();
@@ -21,8 +31,8 @@ pub fn run(args: &[String]) -> Result<()> {
         "--bin",
         "rstar",
         "--",
-        "train",
+        subcommand,
     ]);
     cmd.args(args);
-    step("rstar train", &mut cmd)
+    step(&format!("rstar {subcommand}"), &mut cmd)
 }

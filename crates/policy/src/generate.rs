@@ -94,6 +94,10 @@ pub struct Request {
     pub stop_strings: Option<Vec<String>>,
     /// Lowers the token budget for this sequence.
     pub max_new_tokens: Option<usize>,
+    /// This sequence's sampling seed, replacing `config.seed + i`: a request then samples the
+    /// same tokens whichever batch it lands in (up to float rounding), which is what an engine
+    /// that batches concurrent requests as they arrive needs for reproducibility.
+    pub seed: Option<u64>,
 }
 
 /// Why a sequence ended.
@@ -197,7 +201,7 @@ pub fn generate_requests(
             entropies: Vec::new(),
             finish: (budget == 0).then_some(FinishReason::Length),
             stop_end: None,
-            rng: ChaCha8Rng::seed_from_u64(config.seed.wrapping_add(i as u64)),
+            rng: ChaCha8Rng::seed_from_u64(r.seed.unwrap_or(config.seed.wrapping_add(i as u64))),
             budget,
             prompt_len: r.prompt.len(),
             stops: r

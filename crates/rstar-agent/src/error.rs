@@ -27,6 +27,24 @@ pub enum AgentError {
         /// What is wrong, naming the field.
         message: String,
     },
+    /// A row of a parquet problem file is unusable.
+    #[error("{}: row {row}: {message}", path.display())]
+    DatasetRow {
+        /// The file.
+        path: PathBuf,
+        /// 0-based row number (as pyarrow and pandas count).
+        row: usize,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+    /// A problem file is unusable as a whole (unknown extension, no records, unreadable parquet).
+    #[error("{}: {message}", path.display())]
+    DatasetFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -74,12 +92,51 @@ pub enum AgentError {
     /// A ground truth the verifier cannot score.
     #[error("verifier: {0}")]
     Verifier(#[from] rstar_verifier::Error),
+    /// The rollout dispatcher failed: no engine, a reservation that fits no engine, or an
+    /// engine or tool failure (its message kept).
+    #[error("scheduler: {0}")]
+    Scheduler(#[from] rstar_scheduler::Error),
+    /// A problem cannot be evaluated (e.g. a ground truth the verifier cannot score).
+    #[error("problem `{id}`: {message}")]
+    Problem {
+        /// The problem's id.
+        id: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An evaluation option or input is unusable; names the option.
+    #[error("eval: `{field}` {message}")]
+    EvalConfig {
+        /// The option (`--model`, `samples`).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// `rstar serve` could not start or stop (binding its address, a bad serve option).
+    #[error("serve: {0}")]
+    Serve(String),
+    /// A remote OpenAI-compatible server could not be reached or answered something unusable.
+    #[error("remote engine {url}: {message}")]
+    Remote {
+        /// The server's base URL.
+        url: String,
+        /// What went wrong, naming the response field when one is missing or malformed.
+        message: String,
+    },
     /// A trainer configuration is unusable; names the field.
     #[error("invalid train config: `{field}` {message}")]
     TrainConfig {
         /// The field, dotted (`sft.batch_size`).
         field: String,
         /// What is wrong with it.
+        message: String,
+    },
+    /// A run cannot be resumed from this directory or checkpoint; names the path.
+    #[error("resume from {}: {message}", path.display())]
+    Resume {
+        /// The run directory or checkpoint file.
+        path: PathBuf,
+        /// What is wrong.
         message: String,
     },
 }

@@ -26,16 +26,30 @@
 //! The trainer is [`rollout`] (batched multi-turn rollouts of a policy with the sandboxed tool)
 //! and [`train`] (SFT, then staged GRPO-RoC; `rstar train`).
 //!
+//! Inference and evaluation: [`engine`] (the async [`engine::TurnGenerator`] trait and
+//! [`engine::LocalEngine`]), [`remote`] (the same over an OpenAI-compatible server), [`serve`]
+//! (that server for our own policy, `rstar serve`), [`scheduled`] (rollouts through
+//! `rstar-scheduler`'s dispatcher with asynchronous tool calls), [`dataset`] (problem files:
+//! the shared JSONL layouts and verl's parquet) and [`eval`] (avg@k, pass@k and tool
+//! statistics, `rstar eval`).
+//!
 //! # Crate features
 //! - `flex` (default): Burn's pure-Rust CPU backend for the policy.
-//! - `wgpu`, `cuda`: GPU backends (forwarded to `rstar-policy`; not exercised yet).
+//! - `wgpu`, `cuda`: GPU backends (forwarded to `rstar-policy`; `wgpu` is tested on Mesa's
+//!   lavapipe through `rstar-policy`, `cuda` is never built).
 #![warn(missing_docs)]
 
 pub mod analysis;
 pub mod cli;
+pub mod dataset;
+pub mod engine;
 pub mod episode;
 pub mod error;
+pub mod eval;
+pub mod remote;
 pub mod rollout;
+pub mod scheduled;
+pub mod serve;
 pub mod tasks;
 pub mod template;
 pub mod toolcall;

@@ -286,6 +286,7 @@ pub fn rollout(
                     prompt: episodes[i].context_ids(),
                     stop_strings: Some(stops.clone()),
                     max_new_tokens: Some(max_tokens),
+                    seed: None,
                 })
                 .collect();
             let gen_config = GenerationConfig {

@@ -1,11 +1,14 @@
-//! Integration tests of the trainer: the rollout driver, SFT, one GRPO-RoC step, configs and
-//! `rstar train --preset smoke`.
+//! Integration tests of the trainer: the rollout driver, SFT, one GRPO-RoC step, configs,
+//! `rstar train --preset smoke`, resume and plots.
 
 mod train {
     mod cli;
     mod common;
     mod config;
+    mod plots;
+    mod resume;
     mod rl;
     mod rollout;
+    mod scheduled;
     mod sft;
 }

@@ -12,7 +12,10 @@
 //! - the rollout state machine [`RolloutState`] (turn → tool → turn … until stop, budget or
 //!   turn limit) and the two [`KvRetention`] policies during tool calls;
 //! - the three [`DispatchPolicy`] values (`static`, `least-requests`, `kv-aware`), whose
-//!   decision is the pure function [`choose_engine`];
+//!   decisions are the pure functions [`choose_engine`] and [`choose_ledger`];
+//! - [`KvLedger`]: kv-aware's per-engine book of reservations, kept safe with the banker's
+//!   algorithm, so that reservations can shrink during tool calls and grow segment by
+//!   segment without ever risking an eviction or a deadlock;
 //! - a tokio [`Dispatcher`] that runs batches of rollouts against any engines and tools;
 //! - a seeded discrete-event simulator ([`simulate_all`], [`SimConfig`] presets) reporting
 //!   makespan, GPU idle fraction, peak KV use, evictions and tool-call concurrency.
@@ -38,6 +41,7 @@
 mod dispatcher;
 mod engine;
 mod error;
+mod ledger;
 mod policy;
 mod rollout;
 mod sim;
@@ -47,6 +51,7 @@ pub use engine::{
     BoxError, BoxFuture, Engine, ToolCall, ToolOutput, ToolRunner, TurnOutput, TurnRequest,
 };
 pub use error::{Error, Result};
+pub use ledger::{KvLedger, choose_ledger};
 pub use policy::{DispatchPolicy, EngineView, KvRetention, choose_engine, static_engine};
 pub use rollout::{FinishReason, Next, RolloutState};
 pub use sim::{

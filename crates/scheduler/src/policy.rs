@@ -22,9 +22,12 @@ pub enum DispatchPolicy {
     /// rollouts in flight, later turns stick to it; admission is immediate, whatever the KV
     /// cache holds.
     LeastRequests,
-    /// The paper: a rollout is admitted only when some engine has `prompt + budget` KV tokens
-    /// free (it goes to the one with the most), the reservation is held until the rollout
-    /// ends, and freed capacity goes to the next waiting rollout at once.
+    /// The paper, made exact: a rollout is admitted only where its KV reservation keeps the
+    /// engine's [`KvLedger`](crate::KvLedger) safe (it goes to the engine with the most free
+    /// tokens, see [`choose_ledger`](crate::choose_ledger)); it reserves `prompt + budget`
+    /// while a turn generates (or its context plus one segment, with segments), only its
+    /// context during a tool call, and freed capacity goes to the next waiting rollout at
+    /// once. No engine is ever asked to hold more than its capacity.
     KvAware,
 }
 
@@ -146,7 +149,10 @@ fn block_start(block: usize, total: usize, engines: usize) -> usize {
 ///
 /// Returns `None` when the rollout must wait (only `kv-aware` ever waits: no engine has
 /// `need` tokens unreserved). Ties go to the lowest engine index, so the decision is
-/// deterministic.
+/// deterministic. For `kv-aware` this is the whole-claim rule on plain counters; the
+/// [`Dispatcher`](crate::Dispatcher) and the simulator decide with
+/// [`choose_ledger`](crate::choose_ledger), which also keeps the book safe when reservations
+/// shrink and grow.
 pub fn choose_engine(
     policy: DispatchPolicy,
     engines: &[EngineView],

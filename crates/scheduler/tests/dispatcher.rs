@@ -212,9 +212,10 @@ async fn kv_aware_never_overfills_an_engine_but_static_does() {
     let (report, engines, _) = run_with(DispatchPolicy::KvAware, KvRetention::Keep, 2100, 30).await;
     for (e, engine) in engines.iter().enumerate() {
         assert!(*engine.peak.lock().unwrap() <= 2100);
-        assert!(*engine.peak_rollouts.lock().unwrap() <= 2);
+        // Rollouts waiting for a tool hold only their context, so more than two may be
+        // bound at once; the tokens they hold never exceed the capacity.
         assert!(report.stats.peak_reserved[e] <= 2100);
-        assert_eq!(report.stats.peak_reserved[e], 2040);
+        assert!(report.stats.peak_reserved[e] >= 2040, "two at the start");
     }
     assert!(report.stats.peak_queue > 0, "rollouts waited for room");
     let (_, engines, _) = run_with(DispatchPolicy::Static, KvRetention::Keep, 2100, 30).await;
@@ -270,4 +271,90 @@ async fn engine_failures_surface_with_the_rollout() {
             .await
             .is_err()
     );
+}
+
+/// A fake engine that honours `max_new_tokens` and continues a cut turn: turn `t` of
+/// rollout `id` is `script(id, t)` tokens long whatever the segments, and KV held per
+/// rollout is recorded as in [`FakeEngine`].
+struct SegmentEngine {
+    inner: Arc<FakeEngine>,
+    done: Mutex<HashMap<(u64, u32), usize>>,
+    requests: Mutex<usize>,
+}
+
+impl Engine for SegmentEngine {
+    fn kv_capacity(&self) -> u64 {
+        self.inner.capacity
+    }
+
+    fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
+        self.inner.free_kv_tokens()
+    }
+
+    fn generate(&self, request: TurnRequest) -> BoxFuture<'_, Result<TurnOutput, BoxError>> {
+        Box::pin(async move {
+            *self.requests.lock().unwrap() += 1;
+            let (len, tool) = script(request.rollout, request.turn);
+            let key = (request.rollout, request.turn);
+            let before = *self.done.lock().unwrap().get(&key).unwrap_or(&0);
+            let n = (len - before).min(request.max_new_tokens as usize);
+            self.done.lock().unwrap().insert(key, before + n);
+            self.inner
+                .hold(request.rollout, (request.context.len() + n) as u64);
+            tokio::time::sleep(Duration::from_millis(n as u64)).await;
+            let ends = before + n == len;
+            Ok(TurnOutput {
+                tokens: vec![request.rollout as u32; n],
+                tool_call: (ends && tool).then(|| format!("print({})", request.turn)),
+            })
+        })
+    }
+
+    fn release(&self, rollout: u64) -> BoxFuture<'_, ()> {
+        self.inner.release(rollout)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn segments_share_an_engine_without_overfilling_it() {
+    let inner: Vec<Arc<FakeEngine>> = (0..3).map(|_| FakeEngine::new(2100)).collect();
+    let engines: Vec<Arc<SegmentEngine>> = inner
+        .iter()
+        .map(|e| {
+            Arc::new(SegmentEngine {
+                inner: Arc::clone(e),
+                done: Mutex::new(HashMap::new()),
+                requests: Mutex::new(0),
+            })
+        })
+        .collect();
+    let dyn_engines: Vec<Arc<dyn Engine>> = engines
+        .iter()
+        .map(|e| Arc::clone(e) as Arc<dyn Engine>)
+        .collect();
+    let tools: Arc<dyn ToolRunner> = Arc::new(FakeTools::default());
+    let report = Dispatcher::new(dyn_engines, tools)
+        .segment_tokens(16)
+        .run(requests(30, 1000))
+        .await
+        .unwrap();
+    for r in &report.rollouts {
+        let (tokens, mask, turns) = expected_response(r.id);
+        assert_eq!(r.response, tokens, "rollout {}", r.id);
+        assert_eq!(r.model_mask, mask);
+        assert_eq!(r.turns, turns);
+        assert_eq!(r.engines.len(), turns as usize, "one entry per turn");
+        assert_eq!(r.finish, FinishReason::Stop);
+    }
+    // Turns are 10-49 tokens, so many take two to four segments of 16.
+    let requests: usize = engines.iter().map(|e| *e.requests.lock().unwrap()).sum();
+    let turns: usize = report.rollouts.iter().map(|r| r.turns as usize).sum();
+    assert!(requests > turns, "{requests} requests for {turns} turns");
+    for (e, engine) in inner.iter().enumerate() {
+        assert!(*engine.peak.lock().unwrap() <= 2100);
+        assert!(report.stats.peak_reserved[e] <= 2100);
+        // Whole-turn reservations (1020 each) allow three rollouts at most; 16-token
+        // segments let all ten of the engine's share in.
+        assert!(*engine.peak_rollouts.lock().unwrap() > 3);
+    }
 }

@@ -94,31 +94,54 @@ fn paper_preset_meets_the_issue_check() {
     assert!(kv.makespan_s <= report.get(DispatchPolicy::Static).unwrap().makespan_s);
 }
 
-/// kv-aware against static on a set of seeded small-cluster workloads: never an eviction,
-/// always at least 30% less GPU idle time, and a makespan never more than 10% longer.
-///
-/// The issue asks for "never slower"; in this engine model that does not hold on every
-/// seed: reserving prompt + budget for every rollout keeps kv-aware's batches smaller
-/// (tool-waiting rollouts hold their reservations), which can cost a few percent of
-/// throughput when static happens to be well balanced (see docs/scheduler.md).
+/// kv-aware against static on a set of seeded workloads: never slower, never an eviction,
+/// and at least 30% less GPU idle time. Small cluster, seeds 0-7 with `keep` and 0-3 with
+/// `release`; the paper-scale preset is `paper_preset_meets_the_issue_check`.
 #[test]
-fn kv_aware_against_static_on_seeded_workloads() {
-    for seed in 0..6 {
+fn kv_aware_never_slower_than_static_on_seeded_workloads() {
+    let mut cases = Vec::new();
+    for seed in 0..8 {
         let mut config = SimConfig::small();
         config.seed = seed;
+        cases.push(config);
+    }
+    for seed in 0..4 {
+        let mut config = SimConfig::small();
+        config.seed = seed;
+        config.retention = KvRetention::Release;
+        cases.push(config);
+    }
+    for config in cases {
+        let label = format!("seed {} {:?}", config.seed, config.retention);
         let report = simulate_all(&config).unwrap();
         let st = report.get(DispatchPolicy::Static).unwrap();
         let kv = report.get(DispatchPolicy::KvAware).unwrap();
-        assert_eq!(kv.evictions, 0, "seed {seed}");
+        assert_eq!(kv.evictions, 0, "{label}");
         let cut = report.idle_cut_vs_static(DispatchPolicy::KvAware).unwrap();
-        assert!(cut >= 0.3, "seed {seed}: idle cut {cut}");
+        assert!(cut >= 0.3, "{label}: idle cut {cut}");
         assert!(
-            kv.makespan_s <= 1.10 * st.makespan_s,
-            "seed {seed}: kv-aware {} s vs static {} s",
+            kv.makespan_s <= st.makespan_s,
+            "{label}: kv-aware {} s vs static {} s",
             kv.makespan_s,
             st.makespan_s
         );
     }
+}
+
+/// Whole-turn reservations (`kv_segment_tokens = 0`, the dispatcher's default) keep every
+/// invariant too; segments are what make kv-aware faster than static on the small cluster
+/// (seed 0: written down in docs/scheduler.md).
+#[test]
+fn whole_turn_reservations_still_never_evict() {
+    let mut config = SimConfig::small();
+    config.kv_segment_tokens = 0;
+    check_conservation(&config);
+    let whole = simulate(&config, DispatchPolicy::KvAware).unwrap();
+    config.kv_segment_tokens = 256;
+    let segmented = simulate(&config, DispatchPolicy::KvAware).unwrap();
+    assert_eq!(whole.evictions, 0);
+    assert!(segmented.makespan_s < whole.makespan_s);
+    assert!(segmented.mean_batch > whole.mean_batch);
 }
 
 fn one_rollout(turns: Vec<SimTurn>) -> Workload {
@@ -219,10 +242,20 @@ fn overcommit_evicts_but_kv_aware_waits() {
     assert!(st.evictions >= 1, "{st:?}");
     assert!(st.recomputed_tokens > 0);
     assert_eq!(st.generated_tokens, 1800);
+    // Whole-turn reservations: one rollout (100 + 1000 tokens) at a time.
+    config.kv_segment_tokens = 0;
     let kv = simulate_workload(&config, &work, DispatchPolicy::KvAware).unwrap();
     assert_eq!(kv.evictions, 0);
     assert_eq!(kv.generated_tokens, 1800);
     assert!(kv.peak_kv_fraction <= 1000.0 / 1500.0 + 1e-12);
+    // Segments: both start (100 + 256 tokens each), and the banker's check lets them grow
+    // only while one of them can still finish; still no eviction.
+    config.kv_segment_tokens = 256;
+    let seg = simulate_workload(&config, &work, DispatchPolicy::KvAware).unwrap();
+    assert_eq!(seg.evictions, 0);
+    assert_eq!(seg.generated_tokens, 1800);
+    assert!(seg.peak_kv_fraction <= 1.0);
+    assert!(seg.peak_kv_fraction > 1000.0 / 1500.0, "both held at once");
 }
 
 #[test]

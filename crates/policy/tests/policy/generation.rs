@@ -139,6 +139,7 @@ fn per_sequence_stop_strings_cut_the_text() {
                 prompt: prompt.clone(),
                 stop_strings: Some(vec![stop, "never-appears".into()]),
                 max_new_tokens: None,
+                seed: None,
             }
         })
         .collect();
@@ -216,4 +217,59 @@ fn an_autodiff_model_generates_like_a_plain_one() {
     let a = generate(&plain, qwen_tokenizer(), &p, &config).unwrap();
     let b = generate(&tracked, qwen_tokenizer(), &p, &config).unwrap();
     assert_same(&a, &b);
+}
+
+#[test]
+fn a_per_request_seed_samples_the_same_tokens_in_any_batch() {
+    let model = load("qwen3_tiny");
+    let p = prompts();
+    let config = GenerationConfig {
+        max_new_tokens: 10,
+        sampling: Sampling::Temperature { temperature: 1.3 },
+        seed: 99,
+        ..GenerationConfig::new()
+    };
+    let seeded = |i: usize| Request {
+        prompt: p[i].clone(),
+        seed: Some(1000 + i as u64),
+        ..Request::default()
+    };
+    // Forward order, reversed order and alone: request i always samples with seed 1000 + i.
+    let forward: Vec<Request> = (0..p.len()).map(seeded).collect();
+    let reversed: Vec<Request> = (0..p.len()).rev().map(seeded).collect();
+    let a = generate_requests(&model, qwen_tokenizer(), &forward, &config).unwrap();
+    let mut b = generate_requests(&model, qwen_tokenizer(), &reversed, &config).unwrap();
+    b.reverse();
+    assert_same(&a, &b);
+    for (i, g) in a.iter().enumerate() {
+        let alone = GenerationConfig {
+            seed: 1000 + i as u64,
+            ..config.clone()
+        };
+        let single = generate_requests(
+            &model,
+            qwen_tokenizer(),
+            &[Request {
+                prompt: p[i].clone(),
+                ..Request::default()
+            }],
+            &alone,
+        )
+        .unwrap();
+        assert_same(std::slice::from_ref(g), &single);
+    }
+    // Without the per-request seed, the reversed batch samples differently (seed + position).
+    let unseeded: Vec<Request> = (0..p.len())
+        .rev()
+        .map(|i| Request {
+            seed: None,
+            ..seeded(i)
+        })
+        .collect();
+    let mut c = generate_requests(&model, qwen_tokenizer(), &unseeded, &config).unwrap();
+    c.reverse();
+    assert_ne!(
+        a.iter().map(|g| &g.tokens).collect::<Vec<_>>(),
+        c.iter().map(|g| &g.tokens).collect::<Vec<_>>()
+    );
 }

@@ -1,4 +1,5 @@
-//! Entropy along one trajectory as a self-contained SVG (hand-written, no plotting dependency).
+//! Entropy along one trajectory as a self-contained SVG (hand-written, no plotting dependency),
+//! and generic line charts ([`line_chart_svg`]) with the same look (the trainer's metric plots).
 //!
 //! The x axis is the position in `response_ids`; assistant tokens are drawn as a line per turn,
 //! tool responses as shaded bands (they have no entropy), tool-call code as a lighter band, the
@@ -214,9 +215,226 @@ pub fn entropy_svg(
     Ok(s)
 }
 
+/// One line of a [`LineChart`]: `(x, y)` points in x order; a non-finite `y` breaks the line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// The legend label.
+    pub name: String,
+    /// The points.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A vertical marker of a [`LineChart`] (e.g. a curriculum stage boundary).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VLine {
+    /// Where, in x units.
+    pub x: f64,
+    /// Its label.
+    pub label: String,
+}
+
+/// A line chart of several series over a shared x axis, drawn by [`line_chart_svg`] with the
+/// same look as [`entropy_svg`]: one `<path class="series">` per series, one
+/// `<line class="vline">` per marker (with a `data-x` attribute in x units).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineChart {
+    /// The title.
+    pub title: String,
+    /// The x axis label.
+    pub x_label: String,
+    /// The y axis label.
+    pub y_label: String,
+    /// The x range drawn, `(min, max)`.
+    pub x_range: (f64, f64),
+    /// The series.
+    pub series: Vec<Series>,
+    /// Vertical markers.
+    pub vlines: Vec<VLine>,
+}
+
+/// Series colours, cycled.
+const PALETTE: [&str; 6] = [
+    "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#d62728",
+];
+
+impl LineChart {
+    /// The pixel x of `x` in the drawn SVG (the plot area spans `LEFT..WIDTH - RIGHT`, i.e.
+    /// 56..984 of a 1000-pixel-wide image).
+    pub fn x_px(&self, x: f64) -> f64 {
+        let (lo, hi) = self.x_range;
+        let span = if hi > lo { hi - lo } else { 1.0 };
+        LEFT + (WIDTH - LEFT - RIGHT) * (x - lo) / span
+    }
+
+    /// The y range drawn: from `min(0, smallest y)` to a round bound above the largest.
+    fn y_range(&self) -> (f64, f64) {
+        let ys = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .filter(|y| y.is_finite());
+        let (lo, hi) = ys.fold((0.0f64, 0.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));
+        let hi = nice_max(hi as f32);
+        let lo = if lo < 0.0 { -nice_max(-lo as f32) } else { 0.0 };
+        (lo, hi)
+    }
+}
+
+/// The SVG of a [`LineChart`].
+pub fn line_chart_svg(chart: &LineChart) -> String {
+    let (ylo, yhi) = chart.y_range();
+    let pw = WIDTH - LEFT - RIGHT;
+    let ph = HEIGHT - TOP - BOTTOM;
+    let y = |v: f64| TOP + ph * (1.0 - (v - ylo) / (yhi - ylo));
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="18" font-size="14">{}</text>"#,
+        xml(&chart.title)
+    );
+    let _ = writeln!(
+        s,
+        r##"<path d="M{LEFT},{TOP} V{} H{}" fill="none" stroke="#333"/>"##,
+        TOP + ph,
+        LEFT + pw
+    );
+    for k in 0..=4 {
+        let v = ylo + (yhi - ylo) * f64::from(k) / 4.0;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{}" x2="{LEFT}" y1="{yy:.2}" y2="{yy:.2}" stroke="#333"/><text x="{}" y="{:.2}" text-anchor="end">{}</text>"##,
+            LEFT - 4.0,
+            LEFT - 6.0,
+            y(v) + 4.0,
+            tick(v),
+            yy = y(v)
+        );
+    }
+    let (xlo, xhi) = chart.x_range;
+    for k in 0..=5 {
+        let v = xlo + (xhi - xlo) * f64::from(k) / 5.0;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{xx:.2}" x2="{xx:.2}" y1="{}" y2="{}" stroke="#333"/><text x="{xx:.2}" y="{}" text-anchor="middle">{}</text>"##,
+            TOP + ph,
+            TOP + ph + 4.0,
+            TOP + ph + 17.0,
+            tick(v),
+            xx = chart.x_px(v)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+        LEFT + pw / 2.0,
+        HEIGHT - 8.0,
+        xml(&chart.x_label)
+    );
+    let _ = writeln!(
+        s,
+        r#"<text transform="translate(14,{}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        TOP + ph / 2.0,
+        xml(&chart.y_label)
+    );
+    for v in &chart.vlines {
+        let xx = chart.x_px(v.x);
+        let _ = writeln!(
+            s,
+            r##"<line class="vline" data-x="{}" x1="{xx:.2}" x2="{xx:.2}" y1="{TOP}" y2="{}" stroke="#888" stroke-dasharray="4,3"/><text x="{:.2}" y="{}" fill="#555">{}</text>"##,
+            v.x,
+            TOP + ph,
+            xx + 3.0,
+            TOP + 12.0,
+            xml(&v.label)
+        );
+    }
+    for (i, series) in chart.series.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let mut d = String::new();
+        let mut pen_down = false;
+        for &(px, py) in &series.points {
+            if !py.is_finite() {
+                pen_down = false;
+                continue;
+            }
+            let cmd = if pen_down { 'L' } else { 'M' };
+            pen_down = true;
+            let _ = write!(d, "{cmd}{:.2},{:.2} ", chart.x_px(px), y(py));
+        }
+        let _ = writeln!(
+            s,
+            r##"<path class="series" data-name="{}" d="{}" fill="none" stroke="{colour}" stroke-width="1.5"/>"##,
+            xml(&series.name),
+            d.trim_end()
+        );
+        let ly = TOP + 4.0 + 14.0 * i as f64;
+        let lx = LEFT + pw - 200.0;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="2"/><text x="{}" y="{}">{}</text>"##,
+            lx + 16.0,
+            lx + 20.0,
+            ly + 4.0,
+            xml(&series.name)
+        );
+    }
+    let _ = writeln!(s, "</svg>");
+    s
+}
+
+/// A short tick label.
+fn tick(v: f64) -> String {
+    if v == v.round() && v.abs() < 1e6 {
+        format!("{v:.0}")
+    } else if v.abs() >= 0.01 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.1e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_chart_has_a_path_per_series_and_marks_by_hand() {
+        let chart = LineChart {
+            title: "t <1>".into(),
+            x_label: "step".into(),
+            y_label: "y".into(),
+            x_range: (0.0, 10.0),
+            series: vec![
+                Series {
+                    name: "a".into(),
+                    points: vec![(0.0, 0.0), (10.0, 1.0)],
+                },
+                Series {
+                    name: "b".into(),
+                    points: vec![(0.0, 0.5), (5.0, f64::NAN), (10.0, 0.5)],
+                },
+            ],
+            vlines: vec![VLine {
+                x: 5.0,
+                label: "stage".into(),
+            }],
+        };
+        // 56 + 928 · 5 / 10 = 520.
+        assert_eq!(chart.x_px(5.0), 520.0);
+        let svg = line_chart_svg(&chart);
+        assert_eq!(svg.matches(r#"class="series""#).count(), 2);
+        assert!(svg.contains(r#"data-x="5" x1="520.00""#), "{svg}");
+        // y from 0 to 1 over 256 pixels from 40: y = 1 is at 40, y = 0 at 296.
+        assert!(svg.contains(r#"d="M56.00,296.00 L984.00,40.00""#), "{svg}");
+        // The NaN breaks series b into two moves.
+        assert!(svg.contains(r#"d="M56.00,168.00 M984.00,168.00""#), "{svg}");
+        assert!(svg.contains("t &lt;1&gt;"));
+    }
 
     #[test]
     fn nice_max_rounds_up() {

@@ -10,10 +10,13 @@ use clap::{Parser, Subcommand};
 
 mod analyze;
 mod curriculum;
+mod eval;
 mod info;
 mod roc;
+mod serve;
 mod show;
 mod simulate;
+mod tasks;
 mod tools;
 mod tools_serve;
 mod train;
@@ -49,9 +52,15 @@ pub enum Command {
     Show(show::Args),
     /// Analyse trajectories: `entropy` splits high-entropy tokens into reasoning, after-tool and code.
     Analyze(analyze::Args),
+    /// Serve a model over the OpenAI-compatible API (/v1/completions, /v1/chat/completions).
+    Serve(serve::Args),
     /// Simulate rollout dispatch (static, least-requests, kv-aware) on a cluster preset.
     Simulate(simulate::Args),
-    /// Train the embedded default: SFT, then staged GRPO-RoC, with held-out evaluations (runs/<name>/).
+    /// Evaluate a model directory or server on a dataset: avg@k, pass@k, tool statistics (results, trajectories, summary).
+    Eval(eval::Args),
+    /// Write problems of the embedded task set (train, held-out or held-out-kinds split) as dataset JSONL.
+    Tasks(tasks::Args),
+    /// Train the embedded default: SFT, then staged GRPO-RoC, with held-out evaluations (`runs/<name>/`).
     Train(train::Args),
 }
 
@@ -67,9 +76,12 @@ pub fn main() -> ExitCode {
         Command::Curriculum(args) => curriculum::run(args),
         Command::Tools(args) => tools::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Show(args) => show::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Train(args) => train::run(args),
+        Command::Eval(args) => eval::run(args),
+        Command::Tasks(args) => tasks::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -88,4 +100,16 @@ fn init_tracing(filter: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// Waits for SIGINT (Ctrl-C) or SIGTERM: how the serving subcommands know to shut down.
+pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
+    use anyhow::Context;
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
 }

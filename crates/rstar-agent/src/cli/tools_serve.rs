@@ -96,19 +96,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "rstar tools serve: listening on {} ({workers} workers)",
         server.url()
     );
-    wait_for_signal().await?;
+    super::wait_for_signal().await?;
     eprintln!("rstar tools serve: shutting down, letting in-flight calls finish");
     server.shutdown().await?;
     eprintln!("rstar tools serve: stopped");
-    Ok(())
-}
-
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
-        _ = term.recv() => {}
-    }
     Ok(())
 }

@@ -1,11 +1,12 @@
-//! The trainer's configuration: one serde struct with named presets (`smoke`, `tiny`), saved
-//! resolved as `runs/<name>/config.json`.
+//! The trainer's configuration: one serde struct with named presets (`smoke`, `tiny`,
+//! `rstar2-agent`), saved resolved as `runs/<name>/config.json`.
 
 use std::path::PathBuf;
 
 use rstar_curriculum::{CurriculumConfig, Stage};
 use rstar_grpo::GrpoConfig;
 use rstar_policy::QwenConfig;
+use rstar_scheduler::DispatchPolicy;
 use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
@@ -19,6 +20,52 @@ pub enum LrSchedule {
     Constant,
     /// Cosine from the peak down to `min_lr_ratio · peak` at the last step.
     Cosine,
+}
+
+/// How an RL step rolls out its groups (`rl.rollout_driver`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutDriver {
+    /// [`rollout`](crate::rollout::rollout): one batched generation call per round, then every
+    /// pending tool call of the round; bit-reproducible (what resume equality relies on).
+    #[default]
+    Lockstep,
+    /// [`run_scheduled_blocking`](crate::scheduled::run_scheduled_blocking): `rl.engines`
+    /// local engines, each with a copy of the current policy, dispatched by `rl.dispatch`;
+    /// each rollout moves on its own and samples with per-turn seeds.
+    Scheduled,
+}
+
+impl RolloutDriver {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lockstep => "lockstep",
+            Self::Scheduled => "scheduled",
+        }
+    }
+}
+
+impl std::str::FromStr for RolloutDriver {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "lockstep" | "lock-step" => Ok(Self::Lockstep),
+            "scheduled" => Ok(Self::Scheduled),
+            other => Err(format!(
+                "`{other}` is not a rollout driver: expected `lockstep` or `scheduled`"
+            )),
+        }
+    }
+}
+
+fn one() -> usize {
+    1
+}
+
+fn kv_aware() -> DispatchPolicy {
+    DispatchPolicy::KvAware
 }
 
 /// Supervised fine-tuning on the embedded corpus.
@@ -74,6 +121,16 @@ pub struct RlOptions {
     pub hard_pool_size: usize,
     /// The loss (advantages, clipping, aggregation).
     pub grpo: GrpoConfig,
+    /// How each step's groups are rolled out: `lockstep` (default) or `scheduled`.
+    #[serde(default)]
+    pub rollout_driver: RolloutDriver,
+    /// `scheduled`: local engines, each holding a copy of the current policy.
+    #[serde(default = "one")]
+    pub engines: usize,
+    /// `scheduled`: how rollouts are assigned to engines (`static`, `least-requests`,
+    /// `kv-aware`).
+    #[serde(default = "kv_aware")]
+    pub dispatch: DispatchPolicy,
 }
 
 /// Held-out evaluation after SFT and after each stage.
@@ -110,10 +167,17 @@ pub struct TrainConfig {
     pub seed: u64,
     /// The policy architecture (trained from scratch unless `init` is set).
     pub model: QwenConfig,
-    /// Start from this checkpoint (a directory written by `rstar_policy::save_dir`, e.g.
-    /// `runs/<name>/checkpoints/sft`) instead of a random model; its config replaces `model`.
+    /// Start from this model directory instead of a random model: an HF directory
+    /// (`config.json`, `*.safetensors`, `tokenizer.json`) or one written by
+    /// `rstar_policy::save_dir` (e.g. `runs/<name>/checkpoints/sft`). Its config replaces
+    /// `model` and its tokenizer the built-in character one; an HF tokenizer switches the
+    /// prompts and tool calls to the ChatML template (`--model DIR`, `--init DIR`).
     #[serde(default)]
     pub init: Option<PathBuf>,
+    /// Train and evaluate on the problems of this dataset file instead of the embedded task
+    /// set (`--data FILE`; read by `crate::dataset`).
+    #[serde(default)]
+    pub data: Option<PathBuf>,
     /// The embedded task set.
     pub tasks: TaskConfig,
     /// SFT.
@@ -126,12 +190,18 @@ pub struct TrainConfig {
     pub eval: EvalOptions,
     /// The sandbox.
     pub tools: ToolOptions,
+    /// Keep per-token entropies, log-probabilities and token texts in the trajectories the run
+    /// writes (`samples.jsonl`), for `rstar analyze entropy`; otherwise they are stripped to
+    /// keep the files small (`--record-entropy`).
+    #[serde(default)]
+    pub record_entropy: bool,
 }
 
 impl TrainConfig {
-    /// A preset by name: `smoke` (seconds; SFT a few dozen steps, two RL steps per stage) or
+    /// A preset by name: `smoke` (seconds; SFT a few dozen steps, two RL steps per stage),
     /// `tiny` (the embedded default on a 2-core CPU: the calibration's 0.8M-parameter char
-    /// model, 400 SFT steps of 32, the tiny curriculum).
+    /// model, 400 SFT steps of 32, the tiny curriculum) or `rstar2-agent` (the paper's RL
+    /// hyperparameters; needs `init` and `data`, see [`TrainConfig::rstar2_agent`]).
     ///
     /// # Errors
     /// [`AgentError::TrainConfig`] for an unknown name.
@@ -139,10 +209,52 @@ impl TrainConfig {
         match name {
             "smoke" => Ok(Self::smoke()),
             "tiny" => Ok(Self::tiny()),
+            "rstar2-agent" | "rstar2_agent" => Ok(Self::rstar2_agent()),
             other => Err(AgentError::TrainConfig {
                 field: "preset".into(),
-                message: format!("is `{other}`, expected `smoke` or `tiny`"),
+                message: format!("is `{other}`, expected `smoke`, `tiny` or `rstar2-agent`"),
             }),
+        }
+    }
+
+    /// The paper's RL recipe (`/work/shared/DESIGN.md`, arXiv 2508.20722): AdamW at a
+    /// constant lr 1e-6 without weight decay, 512 prompts per step, 2G = 32 rollouts per
+    /// prompt of which RoC keeps G = 16, Clip-Higher 0.2/0.28, token-mean loss, no KL and no
+    /// entropy term, temperature 1.0, and the three stages of
+    /// [`CurriculumConfig::rstar2_agent`] (8K, 12K, then 12K on the problems not solved 8 of
+    /// 8, with the optimizer reset). No SFT step: the paper's non-reasoning SFT is a separate
+    /// run, so `init` must be an SFT'd model; `init` and `data` are required (validation
+    /// fails without them). One update per step (`mini_batches` 1).
+    pub fn rstar2_agent() -> Self {
+        let tiny = Self::tiny();
+        TrainConfig {
+            preset: "rstar2-agent".into(),
+            sft: SftOptions {
+                steps: 0,
+                ..tiny.sft
+            },
+            rl: RlOptions {
+                roc: true,
+                group_size: 16,
+                prompts_per_step: 512,
+                pool_size: 42_000,
+                lr: 1e-6,
+                weight_decay: 0.0,
+                grad_clip: Some(1.0),
+                mini_batches: 1,
+                hard_pool_size: 0,
+                grpo: GrpoConfig::rstar2_agent(),
+                rollout_driver: RolloutDriver::Lockstep,
+                engines: 1,
+                dispatch: DispatchPolicy::KvAware,
+            },
+            curriculum: CurriculumConfig::rstar2_agent(),
+            eval: EvalOptions {
+                problems: 500,
+                samples: 0,
+                max_batch: 64,
+            },
+            ..tiny
         }
     }
 
@@ -153,6 +265,7 @@ impl TrainConfig {
             seed: 0,
             model: QwenConfig::tiny_char(),
             init: None,
+            data: None,
             tasks: TaskConfig::embedded_default(),
             sft: SftOptions {
                 steps: 400,
@@ -178,6 +291,9 @@ impl TrainConfig {
                 mini_batches: 2,
                 hard_pool_size: 64,
                 grpo: GrpoConfig::rstar2_agent(),
+                rollout_driver: RolloutDriver::Lockstep,
+                engines: 1,
+                dispatch: DispatchPolicy::KvAware,
             },
             curriculum: CurriculumConfig::tiny(),
             eval: EvalOptions {
@@ -190,6 +306,7 @@ impl TrainConfig {
                 workers: 0,
                 timeout_secs: 5.0,
             },
+            record_entropy: false,
         }
     }
 
@@ -252,6 +369,7 @@ impl TrainConfig {
             ("rl.prompts_per_step", self.rl.prompts_per_step),
             ("rl.pool_size", self.rl.pool_size),
             ("rl.mini_batches", self.rl.mini_batches),
+            ("rl.engines", self.rl.engines),
         ];
         for (field, v) in positive {
             if v == 0 {
@@ -303,6 +421,20 @@ impl TrainConfig {
                 format!("is {}, expected a positive number", self.tools.timeout_secs),
             );
         }
+        if self.preset == "rstar2-agent" {
+            if self.init.is_none() {
+                return bad(
+                    "init",
+                    "is not set: the rstar2-agent preset trains a real model (--model DIR)".into(),
+                );
+            }
+            if self.data.is_none() {
+                return bad(
+                    "data",
+                    "is not set: the rstar2-agent preset trains on a dataset (--data FILE)".into(),
+                );
+            }
+        }
         self.model.validate().map_err(|e| AgentError::TrainConfig {
             field: "model".into(),
             message: e.to_string(),
@@ -344,6 +476,35 @@ mod tests {
             assert_eq!(c.preset, name);
         }
         assert!(TrainConfig::preset("huge").is_err());
+    }
+
+    #[test]
+    fn the_paper_preset_has_its_hyperparameters_and_needs_a_model_and_data() {
+        let mut c = TrainConfig::preset("rstar2-agent").unwrap();
+        assert_eq!(
+            (c.rl.lr, c.rl.prompts_per_step, c.rl.group_size),
+            (1e-6, 512, 16)
+        );
+        assert!(c.rl.roc && c.rl.grpo.kl.is_none() && c.rl.grpo.entropy_coeff == 0.0);
+        assert_eq!(
+            (c.rl.grpo.clip_ratio_low, c.rl.grpo.clip_ratio_high),
+            (0.2, 0.28)
+        );
+        let tokens: Vec<u32> = c
+            .curriculum
+            .stages
+            .iter()
+            .map(|s| s.max_response_tokens)
+            .collect();
+        assert_eq!(tokens, [8192, 12288, 12288]);
+        assert!(c.curriculum.stages.iter().all(|s| s.temperature == 1.0));
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("`init`") && err.contains("--model"), "{err}");
+        c.init = Some("m".into());
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("`data`") && err.contains("--data"), "{err}");
+        c.data = Some("d.jsonl".into());
+        c.validate().unwrap();
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! after SFT and after each stage (`rstar train`, `cargo xtask train`).
 //!
 //! [`run`] does the whole recipe from a [`TrainConfig`] and writes its artefacts to a run
-//! directory:
+//! directory; [`resume`] continues a run from its last checkpoint:
 //!
 //! | file | content |
 //! |---|---|
@@ -11,40 +11,52 @@
 //! | `sft_metrics.jsonl` | one [`sft::SftStep`] a line |
 //! | `metrics.jsonl` | one [`rl::StepRecord`] a line, with the curriculum's decision |
 //! | `eval.jsonl` | one [`EvalRow`] a line: after SFT and after each stage |
-//! | `samples.jsonl` | held-out trajectories of the final policy (`rstar show` reads them) |
+//! | `samples.jsonl` | held-out trajectories of the final policy (`rstar show` reads them; with `record_entropy`, `rstar analyze entropy` too) |
+//! | `plots/*.svg` | the RL metrics over steps with stage boundaries ([`plots`]) |
 //! | `checkpoints/<phase>/` | the policy after SFT and after each stage (`rstar_policy::save_dir`) |
+//! | `checkpoints/last/` | the resumable state after the last SFT or RL step ([`checkpoint`]) |
+//!
+//! A resumed run continues bit for bit: the policy and AdamW's state are saved exactly, the SFT
+//! batch generator is fast-forwarded, each RL step draws from a generator seeded by the step
+//! number, the curriculum's state and the hard stage's problems are saved, and metrics lines
+//! written after the checkpoint are dropped. Killing the process loses at most the current step.
 //!
 //! The building blocks are public: [`rollout`](crate::rollout) for batched episodes,
 //! [`sft`] for the corpus and the SFT loop, [`rl::step`] for one GRPO-RoC step, [`evaluate`].
-//!
-//! It is **not** (yet) resumable, and only trains the embedded character model from scratch;
-//! see `docs/training.md` for what is missing.
 
+pub mod checkpoint;
 pub mod config;
 pub mod optim;
+pub mod plots;
 pub mod rl;
 pub mod sft;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use burn::module::Module;
+use burn::optim::ModuleOptimizer;
 use burn::tensor::Device;
 use rstar_curriculum::{Curriculum, Decision, ProblemSet, StepMetrics};
 use rstar_policy::{Qwen, Sampling, Tokenizer, WeightDtype, save_dir};
 use rstar_toolenv::{BlockingPool, Pool};
 use serde::{Deserialize, Serialize};
 
-pub use config::{EvalOptions, LrSchedule, RlOptions, SftOptions, ToolOptions, TrainConfig};
+pub use config::{
+    EvalOptions, LrSchedule, RlOptions, RolloutDriver, SftOptions, ToolOptions, TrainConfig,
+};
 
-use crate::episode::{Limits, Trajectory};
+use self::checkpoint::{Lines, Phase, ResumeState, StagePool};
+use crate::episode::Trajectory;
 use crate::error::AgentError;
 use crate::rollout::{
     PoolExecutor, Prompt, RolloutConfig, ToolExecutor, TrajectoryStats, mix_seed, rollout,
 };
+use crate::scheduled::{AsyncTools, PoolTools};
 use crate::tasks::{Split, TaskSet};
-use crate::template::TemplateFormat;
+use crate::template::{Template, TemplateFormat};
 
 /// Held-out evaluation of one policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,7 +71,8 @@ pub struct EvalRow {
     pub sampled: Option<TrajectoryStats>,
 }
 
-/// Evaluates `model` (a non-autodiff snapshot) on `prompts` with the compact limits.
+/// Evaluates `model` (a non-autodiff snapshot) on `prompts` with the compact template and
+/// limits.
 ///
 /// # Errors
 /// Rollout errors.
@@ -71,9 +84,33 @@ pub fn evaluate(
     seed: u64,
     executor: &mut dyn ToolExecutor,
 ) -> Result<(TrajectoryStats, Option<TrajectoryStats>, Vec<Trajectory>), AgentError> {
+    evaluate_with(
+        TemplateFormat::Compact,
+        model,
+        tokenizer,
+        prompts,
+        options,
+        seed,
+        executor,
+    )
+}
+
+/// [`evaluate`] in a given template (with its [`rl::base_limits`]).
+///
+/// # Errors
+/// Rollout errors.
+pub fn evaluate_with(
+    template: TemplateFormat,
+    model: &Qwen,
+    tokenizer: &Tokenizer,
+    prompts: &[Prompt],
+    options: &EvalOptions,
+    seed: u64,
+    executor: &mut dyn ToolExecutor,
+) -> Result<(TrajectoryStats, Option<TrajectoryStats>, Vec<Trajectory>), AgentError> {
     let mut config = RolloutConfig {
-        template: TemplateFormat::Compact,
-        limits: Limits::compact(),
+        template,
+        limits: rl::base_limits(template),
         sampling: Sampling::Greedy,
         seed,
         max_batch: options.max_batch,
@@ -116,8 +153,15 @@ pub struct TrainReport {
     pub rl_step_secs: f64,
     /// Mean rollout throughput over RL steps (sampled tokens per second of generation).
     pub rollout_tokens_per_sec: f64,
-    /// Seconds the whole run took.
+    /// Seconds this invocation took (a resumed run counts from the resume).
     pub total_secs: f64,
+    /// Whether every stage is done (false when stopped early by [`RunOptions`]).
+    #[serde(default = "yes")]
+    pub finished: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl TrainReport {
@@ -148,6 +192,90 @@ impl TrainReport {
     }
 }
 
+/// How to run besides the config: test hooks that stop after a number of steps (each one
+/// checkpointed, as a kill would leave it), and, for [`resume`], the sandbox's interpreter and
+/// workers (they do not change results, so a resumed run may use others).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunOptions {
+    /// Return after this many SFT steps of the run (counted from its start, not the resume).
+    pub stop_after_sft_steps: Option<usize>,
+    /// Return after this many RL steps of the run.
+    pub stop_after_rl_steps: Option<u64>,
+    /// [`resume`]: the Python interpreter instead of the saved `tools.python`.
+    pub python: Option<PathBuf>,
+    /// [`resume`]: sandbox workers instead of the saved `tools.workers`.
+    pub workers: Option<usize>,
+}
+
+/// What the trainer reports while it runs. [`LogLines`] turns every event into a log line;
+/// the CLI's progress bars implement it too.
+pub trait Observer {
+    /// A progress message (corpus, evaluations, stages, checkpoints).
+    fn log(&mut self, line: &str);
+    /// An SFT step finished (`total` steps in all).
+    fn sft_step(&mut self, step: &sft::SftStep, options: &SftOptions) {
+        if sft_logged(step, options) {
+            self.log(&sft_line(step, options.steps));
+        }
+    }
+    /// An RL step finished (`total`: the curriculum's step budget, when it has one).
+    fn rl_step(&mut self, record: &rl::StepRecord, total: Option<u64>) {
+        let _ = total;
+        self.log(&rl_line(record));
+    }
+}
+
+/// An [`Observer`] that hands every line to a closure.
+pub struct LogLines<F>(pub F);
+
+impl<F> std::fmt::Debug for LogLines<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogLines")
+    }
+}
+
+impl<F: FnMut(&str)> Observer for LogLines<F> {
+    fn log(&mut self, line: &str) {
+        (self.0)(line);
+    }
+}
+
+/// Whether an SFT step gets a log line: every `log_every` steps and the last one.
+pub fn sft_logged(step: &sft::SftStep, options: &SftOptions) -> bool {
+    options.log_every > 0
+        && (step.step.is_multiple_of(options.log_every) || step.step == options.steps)
+}
+
+/// The log line of an SFT step.
+pub fn sft_line(s: &sft::SftStep, total: usize) -> String {
+    format!(
+        "sft step {}/{}: loss {:.3}, lr {:.2e}, grad norm {:.2}, {:.2}s/step",
+        s.step, total, s.loss, s.lr, s.grad_norm, s.secs
+    )
+}
+
+/// The log line of an RL step.
+pub fn rl_line(record: &rl::StepRecord) -> String {
+    format!(
+        "rl step {} [{}]: reward {:.3}, kept {} of {}, tool errors {:.1}% ({:.1}% in successes), clip {:.3}, kl {:.4}, entropy {:.3}, {:.1}s (rollout {:.1}s, tools {:.1}s, update {:.1}s) -> {}",
+        record.step,
+        record.stage_name,
+        record.all.accuracy,
+        record.kept.count,
+        record.rollouts,
+        100.0 * record.all.tool_error_rate,
+        100.0 * record.all.tool_error_rate_success,
+        record.clip_frac,
+        record.ppo_kl,
+        record.entropy,
+        record.time_step,
+        record.time_rollout,
+        record.time_tools,
+        record.time_update,
+        record.decision
+    )
+}
+
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
     move |source| AgentError::Io {
         path: path.to_path_buf(),
@@ -155,21 +283,38 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
     }
 }
 
-/// Appends JSON lines to a file.
+/// Appends JSON lines to a file and counts them.
 struct JsonLines {
     path: PathBuf,
     file: std::fs::File,
+    lines: usize,
 }
 
 impl JsonLines {
-    fn create(path: PathBuf) -> Result<Self, AgentError> {
-        let file = std::fs::File::create(&path).map_err(io_err(&path))?;
-        Ok(JsonLines { path, file })
+    /// Opens `path` for appending after its first `keep` lines (dropping the rest); `keep`
+    /// 0 starts an empty file.
+    fn open(path: PathBuf, keep: usize) -> Result<Self, AgentError> {
+        let file = if keep == 0 {
+            std::fs::File::create(&path).map_err(io_err(&path))?
+        } else {
+            checkpoint::truncate_lines(&path, keep)?;
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .map_err(io_err(&path))?
+        };
+        Ok(JsonLines {
+            path,
+            file,
+            lines: keep,
+        })
     }
     fn push(&mut self, value: &impl Serialize) -> Result<(), AgentError> {
         let line = serde_json::to_string(value)?;
         writeln!(self.file, "{line}").map_err(io_err(&self.path))?;
-        self.file.flush().map_err(io_err(&self.path))
+        self.file.flush().map_err(io_err(&self.path))?;
+        self.lines += 1;
+        Ok(())
     }
 }
 
@@ -194,6 +339,68 @@ fn seed_of(seed: u64, stream: &str) -> u64 {
     stream.bytes().fold(seed, |s, b| mix_seed(s, u64::from(b)))
 }
 
+/// The held-out problems and the RL pool of a run.
+fn problems(config: &TrainConfig) -> Result<(Vec<Prompt>, Vec<Prompt>), AgentError> {
+    if let Some(path) = &config.data {
+        return data_problems(config, path);
+    }
+    let tasks = TaskSet::new(config.tasks.clone())?;
+    let seed = config.seed;
+    let held_out = tasks
+        .generate(
+            Split::HeldOut,
+            config.eval.problems,
+            seed_of(seed, "eval-tasks"),
+        )?
+        .iter()
+        .map(Prompt::from)
+        .collect();
+    let rl_pool = tasks
+        .generate(Split::Train, config.rl.pool_size, seed_of(seed, "rl-tasks"))?
+        .iter()
+        .map(Prompt::from)
+        .collect();
+    Ok((held_out, rl_pool))
+}
+
+/// The held-out problems and the RL pool of `--data FILE` ([`crate::dataset::load_prompts`]):
+/// the problems in an order shuffled with the run's seed, the first `eval.problems` held out,
+/// the next `rl.pool_size` (or fewer) the RL pool.
+fn data_problems(
+    config: &TrainConfig,
+    path: &Path,
+) -> Result<(Vec<Prompt>, Vec<Prompt>), AgentError> {
+    use rand::SeedableRng;
+    use rand::seq::SliceRandom;
+    let mut prompts = crate::dataset::load_prompts(path)?;
+    let held = config.eval.problems;
+    if prompts.len() <= held {
+        return Err(AgentError::TrainConfig {
+            field: "data".into(),
+            message: format!(
+                "is {} with {} problems: `eval.problems` holds out {held}, which leaves none to train on",
+                path.display(),
+                prompts.len()
+            ),
+        });
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed_of(config.seed, "data-split"));
+    prompts.shuffle(&mut rng);
+    let rest = prompts.split_off(held);
+    Ok((
+        prompts,
+        rest.into_iter().take(config.rl.pool_size).collect(),
+    ))
+}
+
+/// The template of a tokenizer: compact for the built-in character tokenizer, ChatML for HF.
+pub fn template_for(tokenizer: &Tokenizer) -> TemplateFormat {
+    match tokenizer {
+        Tokenizer::Hf(_) => TemplateFormat::ChatMl,
+        Tokenizer::Char(_) => TemplateFormat::Compact,
+    }
+}
+
 /// Runs the whole recipe (SFT, evaluation, the curriculum's RL stages with an evaluation after
 /// each) and writes the artefacts to `out`. `log` receives progress lines.
 ///
@@ -204,124 +411,186 @@ pub fn run(
     config: &TrainConfig,
     out: &Path,
     device: &Device,
-    mut log: impl FnMut(&str),
+    log: impl FnMut(&str),
 ) -> Result<TrainReport, AgentError> {
-    let started = Instant::now();
+    run_with(
+        config,
+        out,
+        device,
+        &RunOptions::default(),
+        &mut LogLines(log),
+    )
+}
+
+/// [`run`] with test hooks and an [`Observer`]. A previous run's resumable checkpoint in
+/// `out` is removed first.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with(
+    config: &TrainConfig,
+    out: &Path,
+    device: &Device,
+    options: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<TrainReport, AgentError> {
     config.validate()?;
     std::fs::create_dir_all(out).map_err(io_err(out))?;
     let config_path = out.join("config.json");
     std::fs::write(&config_path, serde_json::to_string_pretty(config)? + "\n")
         .map_err(io_err(&config_path))?;
-
-    let pool = start_pool(&config.tools)?;
-    let mut tools = PoolExecutor {
-        pool: &pool,
-        timeout: None,
-    };
-    let tokenizer = Tokenizer::char();
-    let tasks = TaskSet::new(config.tasks.clone())?;
-    let seed = config.seed;
-
-    // SFT corpus with real tool outputs.
-    let t0 = Instant::now();
-    let sft_tasks = tasks.generate(
-        Split::Train,
-        config.sft.corpus_size,
-        seed_of(seed, "sft-tasks"),
-    )?;
-    let demos = sft::build_demonstrations(
-        &sft_tasks,
-        &Limits::compact(),
-        config.sft.failing_fraction,
-        seed_of(seed, "sft-bugs"),
-        &mut tools,
-    )?;
-    crate::tasks::sft::write_corpus(&out.join("sft_corpus.jsonl"), &demos)?;
-    let rows = sft::tokenize(&demos, &tokenizer);
-    log(&format!(
-        "sft corpus: {} demonstrations ({} with a failing first call), tool outputs in {:.1}s",
-        demos.len(),
-        demos.iter().filter(|d| d.bug.is_some()).count(),
-        t0.elapsed().as_secs_f64()
-    ));
-
-    let held_out: Vec<Prompt> = tasks
-        .generate(
-            Split::HeldOut,
-            config.eval.problems,
-            seed_of(seed, "eval-tasks"),
-        )?
-        .iter()
-        .map(Prompt::from)
-        .collect();
-    let rl_pool: Vec<Prompt> = tasks
-        .generate(Split::Train, config.rl.pool_size, seed_of(seed, "rl-tasks"))?
-        .iter()
-        .map(Prompt::from)
-        .collect();
-
-    // SFT.
-    let train_device = device.clone().autodiff();
-    let model = match &config.init {
-        Some(dir) => {
-            log(&format!(
-                "starting from the checkpoint in {}",
-                dir.display()
-            ));
-            rstar_policy::load_model(dir, &train_device)?
+    let last = checkpoint::dir_of(out);
+    for suffix in ["", ".tmp", ".old"] {
+        let mut name = last.as_os_str().to_os_string();
+        name.push(suffix);
+        let dir = PathBuf::from(name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
         }
-        None => Qwen::random(config.model.clone(), seed_of(seed, "init"), &train_device)?,
-    };
-    let mut sft_log = JsonLines::create(out.join("sft_metrics.jsonl"))?;
-    let mut sft_err = None;
-    let t0 = Instant::now();
-    let every = config.sft.log_every;
-    let total = config.sft.steps;
-    let mut model = sft::train(
-        model,
-        &rows,
-        &config.sft,
-        seed_of(seed, "sft-batches"),
-        |s| {
-            if let Err(e) = sft_log.push(s)
-                && sft_err.is_none()
-            {
-                sft_err = Some(e);
-            }
-            if every > 0 && (s.step % every == 0 || s.step == total) {
-                log(&format!(
-                    "sft step {}/{}: loss {:.3}, lr {:.2e}, grad norm {:.2}, {:.2}s/step",
-                    s.step, total, s.loss, s.lr, s.grad_norm, s.secs
-                ));
-            }
-        },
-    )?;
-    if let Some(e) = sft_err {
-        return Err(e);
     }
-    let sft_secs = t0.elapsed().as_secs_f64();
-    let sft_steps_per_sec = if sft_secs > 0.0 {
-        total as f64 / sft_secs
-    } else {
-        0.0
-    };
+    train(config, out, device, None, options, observer)
+}
 
-    let mut evals_log = JsonLines::create(out.join("eval.jsonl"))?;
-    let mut evals = Vec::new();
-    let mut eval_and_save = |model: &Qwen,
-                             phase: &str,
-                             rl_steps: u64,
-                             tools: &mut dyn ToolExecutor,
-                             log: &mut dyn FnMut(&str)|
-     -> Result<Vec<Trajectory>, AgentError> {
+/// Reads the resolved config of a run directory (`<run>/config.json`).
+///
+/// # Errors
+/// [`AgentError::Resume`] when `run` has no `config.json`; [`TrainConfig::from_json_file`]'s
+/// errors.
+pub fn run_config(run: &Path) -> Result<TrainConfig, AgentError> {
+    let path = run.join("config.json");
+    if !path.is_file() {
+        return Err(AgentError::Resume {
+            path: run.to_path_buf(),
+            message: "has no config.json: not a run directory".into(),
+        });
+    }
+    TrainConfig::from_json_file(&path)
+}
+
+/// Continues the run in `run` from its last checkpoint with the config saved there. A finished
+/// run is reported (and logged as such) without training.
+///
+/// # Errors
+/// [`AgentError::Resume`] naming the path when there is no config or no checkpoint; then
+/// [`run`]'s errors.
+pub fn resume(
+    run: &Path,
+    device: &Device,
+    options: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<TrainReport, AgentError> {
+    let started = Instant::now();
+    let mut config = run_config(run)?;
+    if let Some(python) = &options.python {
+        config.tools.python = python.clone();
+    }
+    if let Some(workers) = options.workers {
+        config.tools.workers = workers;
+    }
+    let Some(dir) = checkpoint::find(run) else {
+        return Err(AgentError::Resume {
+            path: checkpoint::dir_of(run),
+            message: "no checkpoint to resume from (the run ended before its first step, or was written by a trainer without resumable checkpoints)".into(),
+        });
+    };
+    let state = checkpoint::read_state(&dir)?;
+    if state.phase == Phase::Finished {
+        observer.log(&format!(
+            "the run in {} is already finished ({} SFT steps, {} RL steps): nothing to resume",
+            run.display(),
+            state.sft_steps,
+            state.rl_steps
+        ));
+        return report_from_files(run, started, true);
+    }
+    observer.log(&format!(
+        "resuming {} from {} after {} SFT steps and {} RL steps",
+        run.display(),
+        dir.display(),
+        state.sft_steps,
+        state.rl_steps
+    ));
+    train(&config, run, device, Some((dir, state)), options, observer)
+}
+
+/// Reads the run's JSONL files back into a report.
+fn report_from_files(
+    out: &Path,
+    started: Instant,
+    finished: bool,
+) -> Result<TrainReport, AgentError> {
+    fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, AgentError> {
+        if !path.exists() {
+            return Ok(Vec::new());
+        }
+        let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                serde_json::from_str(l).map_err(|e| AgentError::Dataset {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message: e.to_string(),
+                })
+            })
+            .collect()
+    }
+    let evals: Vec<EvalRow> = read(&out.join("eval.jsonl"))?;
+    let sft: Vec<sft::SftStep> = read(&out.join("sft_metrics.jsonl"))?;
+    let steps: Vec<rl::StepRecord> = read(&out.join("metrics.jsonl"))?;
+    let mean = |v: &mut dyn Iterator<Item = f64>| {
+        let (sum, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+        if n == 0 { 0.0 } else { sum / n as f64 }
+    };
+    let sft_secs: f64 = sft.iter().map(|s| s.secs).sum();
+    Ok(TrainReport {
+        out: out.to_path_buf(),
+        evals,
+        rl_steps: steps.len() as u64,
+        sft_steps_per_sec: if sft_secs > 0.0 {
+            sft.len() as f64 / sft_secs
+        } else {
+            0.0
+        },
+        rl_step_secs: mean(&mut steps.iter().map(|s| s.time_step)),
+        rollout_tokens_per_sec: mean(&mut steps.iter().map(|s| s.rollout_tokens_per_sec)),
+        total_secs: started.elapsed().as_secs_f64(),
+        finished,
+    })
+}
+
+/// What every phase of a run reads.
+struct Ctx<'a> {
+    config: &'a TrainConfig,
+    out: &'a Path,
+    tokenizer: Tokenizer,
+    template: TemplateFormat,
+    held_out: Vec<Prompt>,
+    param_ids: Vec<u64>,
+}
+
+impl Ctx<'_> {
+    /// Evaluates on the held-out problems, logs, appends to `eval.jsonl` and saves the
+    /// stage-end checkpoint `checkpoints/<phase>/`.
+    fn eval_and_save(
+        &self,
+        model: &Qwen,
+        phase: &str,
+        rl_steps: u64,
+        tools: &mut dyn ToolExecutor,
+        evals_log: &mut JsonLines,
+        observer: &mut dyn Observer,
+    ) -> Result<Vec<Trajectory>, AgentError> {
         let t = Instant::now();
         let snapshot = model.valid();
-        let (greedy, sampled, trajectories) = evaluate(
+        let (greedy, sampled, trajectories) = evaluate_with(
+            self.template,
             &snapshot,
-            &tokenizer,
-            &held_out,
-            &config.eval,
-            seed_of(seed, "eval"),
+            &self.tokenizer,
+            &self.held_out,
+            &self.config.eval,
+            seed_of(self.config.seed, "eval"),
             tools,
         )?;
         let row = EvalRow {
@@ -330,51 +599,269 @@ pub fn run(
             greedy,
             sampled,
         };
-        evals_log.push(&row)?;
-        log(&format!(
+        observer.log(&format!(
             "eval after {phase}: held-out greedy accuracy {:.1}%, tool error rate {:.1}% ({:.1}% in successes), {:.1}s",
             100.0 * greedy.accuracy,
             100.0 * greedy.tool_error_rate,
             100.0 * greedy.tool_error_rate_success,
             t.elapsed().as_secs_f64()
         ));
-        let dir = out.join("checkpoints").join(phase.replace(' ', "-"));
-        save_dir(&snapshot, &tokenizer, &dir, WeightDtype::F32)?;
-        evals.push(row);
+        let dir = self.out.join("checkpoints").join(phase.replace(' ', "-"));
+        save_dir(&snapshot, &self.tokenizer, &dir, WeightDtype::F32)?;
+        evals_log.push(&row)?;
         Ok(trajectories)
+    }
+
+    /// Writes the resumable checkpoint.
+    #[allow(clippy::too_many_arguments)]
+    fn checkpoint(
+        &self,
+        phase: Phase,
+        sft_steps: usize,
+        rl_steps: u64,
+        curriculum: Option<&Curriculum>,
+        stage_pool: Option<&StagePool>,
+        lines: Lines,
+        model: &Qwen,
+        optimizer: &ModuleOptimizer,
+    ) -> Result<(), AgentError> {
+        let state = ResumeState {
+            version: checkpoint::STATE_VERSION,
+            phase,
+            sft_steps,
+            rl_steps,
+            curriculum: curriculum.map(|c| c.state().clone()),
+            stage_pool: stage_pool.cloned(),
+            lines,
+            param_ids: self.param_ids.clone(),
+        };
+        checkpoint::save(
+            &checkpoint::dir_of(self.out),
+            &state,
+            model,
+            &self.tokenizer,
+            optimizer,
+        )
+    }
+}
+
+fn lines_of(sft: &JsonLines, metrics: &JsonLines, eval: &JsonLines) -> Lines {
+    Lines {
+        sft_metrics: sft.lines,
+        metrics: metrics.lines,
+        eval: eval.lines,
+    }
+}
+
+/// Drops per-token entropies, log-probabilities and token texts (kept with `record_entropy`).
+fn strip_token_stats(trajectories: &mut [Trajectory]) {
+    for t in trajectories {
+        t.entropies.clear();
+        t.token_logprobs.clear();
+        t.token_texts.clear();
+    }
+}
+
+/// The run from the start (`start` `None`) or from a checkpoint.
+fn train(
+    config: &TrainConfig,
+    out: &Path,
+    device: &Device,
+    start: Option<(PathBuf, ResumeState)>,
+    options: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<TrainReport, AgentError> {
+    let started = Instant::now();
+    config.validate()?;
+    let seed = config.seed;
+    let train_device = device.clone().autodiff();
+    let (mut model, tokenizer, loaded_optimizer) = match &start {
+        Some((dir, state)) => {
+            let weight_decay = if state.phase == Phase::Sft {
+                config.sft.weight_decay
+            } else {
+                config.rl.weight_decay
+            };
+            let (m, t, o) =
+                checkpoint::load(dir, state, &train_device, optim::adamw(weight_decay))?;
+            (m, t, Some(o))
+        }
+        None => match &config.init {
+            Some(dir) => {
+                observer.log(&format!("starting from the model in {}", dir.display()));
+                let (m, t) = rstar_policy::load_dir(dir, &train_device)?;
+                (m, t, None)
+            }
+            None => (
+                Qwen::random(config.model.clone(), seed_of(seed, "init"), &train_device)?,
+                Tokenizer::char(),
+                None,
+            ),
+        },
     };
-    let mut last_samples = eval_and_save(&model, "sft", 0, &mut tools, &mut log)?;
-    log(&format!(
-        "sft: {total} steps in {sft_secs:.1}s ({sft_steps_per_sec:.2} steps/s)"
-    ));
+    let template = template_for(&tokenizer);
+    let (held_out, rl_pool) = problems(config)?;
+    let pool = start_pool(&config.tools)?;
+    let mut tools = PoolExecutor {
+        pool: &pool,
+        timeout: None,
+    };
+    // The scheduled driver runs its calls on the same pool, asynchronously.
+    let async_tools: Option<Arc<dyn AsyncTools>> =
+        (config.rl.rollout_driver == RolloutDriver::Scheduled).then(|| {
+            Arc::new(PoolTools {
+                pool: pool.pool().clone(),
+                timeout: None,
+            }) as Arc<dyn AsyncTools>
+        });
+    if async_tools.is_some() {
+        observer.log(&format!(
+            "rl rollouts: scheduled on {} local engine(s), {} dispatch",
+            config.rl.engines,
+            config.rl.dispatch.name()
+        ));
+    }
+    let ctx = Ctx {
+        config,
+        out,
+        param_ids: checkpoint::param_ids(&model),
+        tokenizer,
+        template,
+        held_out,
+    };
+    let tokenizer = &ctx.tokenizer;
+    let lines = start.as_ref().map(|(_, s)| s.lines).unwrap_or_default();
+    let mut sft_log = JsonLines::open(out.join("sft_metrics.jsonl"), lines.sft_metrics)?;
+    let mut evals_log = JsonLines::open(out.join("eval.jsonl"), lines.eval)?;
+    let mut metrics = JsonLines::open(out.join("metrics.jsonl"), lines.metrics)?;
+    let (phase, sft_done, mut rl_steps) = start
+        .as_ref()
+        .map(|(_, s)| (s.phase, s.sft_steps, s.rl_steps))
+        .unwrap_or((Phase::Sft, 0, 0));
+    let total_sft = config.sft.steps;
+    let mut last_samples = Vec::new();
+
+    let (mut optimizer, mut curriculum, mut stage_pool) = if phase == Phase::Sft {
+        let mut sft_optimizer =
+            loaded_optimizer.unwrap_or_else(|| optim::adamw(config.sft.weight_decay));
+        if sft_done < total_sft {
+            // SFT corpus with real tool outputs.
+            let t0 = Instant::now();
+            let tasks = TaskSet::new(config.tasks.clone())?;
+            let sft_tasks = tasks.generate(
+                Split::Train,
+                config.sft.corpus_size,
+                seed_of(seed, "sft-tasks"),
+            )?;
+            let demos = sft::build_demonstrations_with(
+                &Template::of(template),
+                &sft_tasks,
+                &rl::base_limits(template),
+                config.sft.failing_fraction,
+                seed_of(seed, "sft-bugs"),
+                &mut tools,
+            )?;
+            crate::tasks::sft::write_corpus(&out.join("sft_corpus.jsonl"), &demos)?;
+            let rows = sft::tokenize(&demos, tokenizer);
+            observer.log(&format!(
+                "sft corpus: {} demonstrations ({} with a failing first call), tool outputs in {:.1}s",
+                demos.len(),
+                demos.iter().filter(|d| d.bug.is_some()).count(),
+                t0.elapsed().as_secs_f64()
+            ));
+            let t0 = Instant::now();
+            let mut stopped = false;
+            let (m, o) = sft::train_from(
+                model,
+                sft_optimizer,
+                &rows,
+                &config.sft,
+                seed_of(seed, "sft-batches"),
+                sft_done,
+                |s, m, o| {
+                    sft_log.push(s)?;
+                    observer.sft_step(s, &config.sft);
+                    ctx.checkpoint(
+                        Phase::Sft,
+                        s.step,
+                        0,
+                        None,
+                        None,
+                        lines_of(&sft_log, &metrics, &evals_log),
+                        m,
+                        o,
+                    )?;
+                    stopped = options.stop_after_sft_steps.is_some_and(|n| s.step >= n)
+                        && s.step < total_sft;
+                    Ok(!stopped)
+                },
+            )?;
+            model = m;
+            sft_optimizer = o;
+            let _ = sft_optimizer;
+            if stopped {
+                return report_from_files(out, started, false);
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            let done = total_sft - sft_done;
+            observer.log(&format!(
+                "sft: {done} steps in {secs:.1}s ({:.2} steps/s)",
+                if secs > 0.0 { done as f64 / secs } else { 0.0 }
+            ));
+        }
+        last_samples = ctx.eval_and_save(&model, "sft", 0, &mut tools, &mut evals_log, observer)?;
+        let optimizer = optim::adamw(config.rl.weight_decay);
+        let curriculum = Curriculum::new(config.curriculum.clone())?;
+        ctx.checkpoint(
+            Phase::Rl,
+            total_sft,
+            0,
+            Some(&curriculum),
+            None,
+            lines_of(&sft_log, &metrics, &evals_log),
+            &model,
+            &optimizer,
+        )?;
+        (optimizer, curriculum, None)
+    } else {
+        let Some((dir, state)) = &start else {
+            unreachable!("only a checkpoint starts past SFT")
+        };
+        let Some(cstate) = state.curriculum.clone() else {
+            return Err(AgentError::Resume {
+                path: dir.join("state.json"),
+                message: "`curriculum` is missing in an RL checkpoint".into(),
+            });
+        };
+        (
+            loaded_optimizer.unwrap_or_else(|| optim::adamw(config.rl.weight_decay)),
+            Curriculum::resume(config.curriculum.clone(), cstate)?,
+            state.stage_pool.clone(),
+        )
+    };
 
     // Staged GRPO-RoC.
-    let mut curriculum = Curriculum::new(config.curriculum.clone())?;
-    let mut metrics = JsonLines::create(out.join("metrics.jsonl"))?;
-    let mut optimizer = optim::adamw(config.rl.weight_decay);
-    let mut stage_pool: Option<(usize, Vec<Prompt>)> = None;
-    let mut step_secs = Vec::new();
-    let mut tok_rates = Vec::new();
-    let mut rl_steps = 0u64;
+    let total_rl = config.curriculum.total_steps();
     while !curriculum.is_finished() {
         let stage = curriculum.stage().clone();
         let index = curriculum.stage_index();
-        if stage_pool.as_ref().map(|(i, _)| *i) != Some(index) {
+        if stage_pool.as_ref().map(|p| p.stage) != Some(index) {
             let prompts = match stage.problems {
                 ProblemSet::All => rl_pool.clone(),
                 ProblemSet::Hard { k, below } => {
                     let hard = rl::hard_problems(
                         &model.valid(),
-                        &tokenizer,
+                        tokenizer,
                         &rl_pool,
                         config.rl.hard_pool_size,
                         k,
                         below,
                         &stage,
+                        template,
                         seed_of(seed, &format!("hard-{index}")),
                         &mut tools,
                     )?;
-                    log(&format!(
+                    observer.log(&format!(
                         "stage `{}`: {} of {} problems not solved {k} of {k}",
                         stage.name,
                         hard.len(),
@@ -385,16 +872,19 @@ pub fn run(
                         }
                     ));
                     if hard.is_empty() {
-                        log("no hard problem left: the stage trains on the whole pool");
+                        observer.log("no hard problem left: the stage trains on the whole pool");
                         rl_pool.clone()
                     } else {
                         hard
                     }
                 }
             };
-            stage_pool = Some((index, prompts));
+            stage_pool = Some(StagePool {
+                stage: index,
+                prompts,
+            });
         }
-        let pool_now = &stage_pool.as_ref().expect("set above").1;
+        let pool_now = &stage_pool.as_ref().expect("set above").prompts;
         let t = Instant::now();
         rl_steps += 1;
         let inputs = rl::StepInputs {
@@ -404,9 +894,16 @@ pub fn run(
             pool: pool_now,
             options: &config.rl,
             seed,
+            template,
         };
-        let (next, mut record, _) =
-            rl::step(model, &mut optimizer, &tokenizer, &inputs, &mut tools)?;
+        let (next, mut record, _) = rl::step_with(
+            model,
+            &mut optimizer,
+            tokenizer,
+            &inputs,
+            &mut tools,
+            async_tools.clone(),
+        )?;
         model = next;
         let decision = curriculum.observe(StepMetrics::new(
             record.all.accuracy,
@@ -430,68 +927,69 @@ pub fn run(
             }
             Decision::Finish { .. } => "finish".into(),
         };
+        record.time_step = t.elapsed().as_secs_f64();
         metrics.push(&record)?;
-        step_secs.push(t.elapsed().as_secs_f64());
-        tok_rates.push(record.rollout_tokens_per_sec);
-        log(&format!(
-            "rl step {rl_steps} [{}]: reward {:.3}, kept {} of {}, tool errors {:.1}% ({:.1}% in successes), clip {:.3}, kl {:.4}, entropy {:.3}, {:.1}s (rollout {:.1}s, tools {:.1}s, update {:.1}s) -> {}",
-            stage.name,
-            record.all.accuracy,
-            record.kept.count,
-            record.rollouts,
-            100.0 * record.all.tool_error_rate,
-            100.0 * record.all.tool_error_rate_success,
-            record.clip_frac,
-            record.ppo_kl,
-            record.entropy,
-            t.elapsed().as_secs_f64(),
-            record.time_rollout,
-            record.time_tools,
-            record.time_update,
-            record.decision
-        ));
+        observer.rl_step(&record, total_rl);
         match decision {
             Decision::Stay => {}
             Decision::Advance {
                 reset_optimizer, ..
             } => {
-                last_samples = eval_and_save(
+                last_samples = ctx.eval_and_save(
                     &model,
                     &format!("stage {}", stage.name),
                     rl_steps,
                     &mut tools,
-                    &mut log,
+                    &mut evals_log,
+                    observer,
                 )?;
                 if reset_optimizer {
                     optimizer = optim::adamw(config.rl.weight_decay);
                 }
             }
             Decision::Finish { .. } => {
-                last_samples = eval_and_save(
+                last_samples = ctx.eval_and_save(
                     &model,
                     &format!("stage {}", stage.name),
                     rl_steps,
                     &mut tools,
-                    &mut log,
+                    &mut evals_log,
+                    observer,
                 )?;
             }
         }
+        if let Err(e) = plots::draw(out) {
+            observer.log(&format!("plots not drawn: {e}"));
+        }
+        if !curriculum.is_finished() {
+            ctx.checkpoint(
+                Phase::Rl,
+                total_sft,
+                rl_steps,
+                Some(&curriculum),
+                stage_pool.as_ref(),
+                lines_of(&sft_log, &metrics, &evals_log),
+                &model,
+                &optimizer,
+            )?;
+            if options.stop_after_rl_steps.is_some_and(|n| rl_steps >= n) {
+                return report_from_files(out, started, false);
+            }
+        }
+    }
+    if !config.record_entropy {
+        strip_token_stats(&mut last_samples);
     }
     Trajectory::write_jsonl(&out.join("samples.jsonl"), &last_samples)?;
-    let mean = |v: &[f64]| {
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
-    };
-    Ok(TrainReport {
-        out: out.to_path_buf(),
-        evals,
+    ctx.checkpoint(
+        Phase::Finished,
+        total_sft,
         rl_steps,
-        sft_steps_per_sec,
-        rl_step_secs: mean(&step_secs),
-        rollout_tokens_per_sec: mean(&tok_rates),
-        total_secs: started.elapsed().as_secs_f64(),
-    })
+        Some(&curriculum),
+        stage_pool.as_ref(),
+        lines_of(&sft_log, &metrics, &evals_log),
+        &model,
+        &optimizer,
+    )?;
+    report_from_files(out, started, true)
 }

@@ -2,8 +2,14 @@
 //! reject equal-reward groups, down-sample with RoC to `G` (or, with `roc` off, roll out `G` and
 //! keep them), GRPO advantages, old log-probs recomputed before the update, the clipped loss with
 //! tool tokens masked, optimizer updates.
+//!
+//! The rollout goes through one of two drivers (`rl.rollout_driver`): the lock-step
+//! [`rollout`] (the default; bit-reproducible, what resume equality relies on) or the
+//! scheduled [`scheduled_rollout`] (`rl.engines` local engines holding copies of the current
+//! policy, tool calls on the same sandbox pool, per-turn seeds derived from the step's seed).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use burn::module::Module;
@@ -18,20 +24,40 @@ use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_logprobs};
 use rstar_roc::{RocConfig, TraceSummary, reject_equal_reward, select};
 use serde::{Deserialize, Serialize};
 
-use super::config::RlOptions;
+use rstar_scheduler::{DispatchPolicy, KvRetention};
+
+use super::config::{RlOptions, RolloutDriver};
 use super::optim::{clip_global_norm, pack};
+use crate::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
 use crate::episode::{Limits, Trajectory};
 use crate::error::AgentError;
-use crate::rollout::{Prompt, RolloutConfig, ToolExecutor, TrajectoryStats, mix_seed, rollout};
-use crate::template::TemplateFormat;
+use crate::rollout::{
+    Prompt, RolloutConfig, RolloutOutput, ToolExecutor, TrajectoryStats, mix_seed, rollout,
+};
+use crate::scheduled::{AsyncTools, ScheduleConfig, run_scheduled_blocking};
+use crate::template::{Template, TemplateFormat};
 use crate::toolcall::OutcomeKind;
 
 /// The limits of a stage on top of the compact defaults.
 pub fn stage_limits(stage: &Stage) -> Limits {
+    stage_limits_for(TemplateFormat::Compact, stage)
+}
+
+/// The base limits of a template: [`Limits::compact`] for the character model's compact
+/// layout, [`Limits::rstar2_agent`] for ChatML.
+pub fn base_limits(template: TemplateFormat) -> Limits {
+    match template {
+        TemplateFormat::Compact => Limits::compact(),
+        TemplateFormat::ChatMl => Limits::rstar2_agent(),
+    }
+}
+
+/// The limits of a stage on top of the template's [`base_limits`].
+pub fn stage_limits_for(template: TemplateFormat, stage: &Stage) -> Limits {
     Limits {
         max_assistant_turns: stage.max_assistant_turns as usize,
         max_response_tokens: stage.max_response_tokens as usize,
-        ..Limits::compact()
+        ..base_limits(template)
     }
 }
 
@@ -98,6 +124,9 @@ pub struct StepRecord {
     pub time_update: f64,
     /// Tokens sampled per second of generation.
     pub rollout_tokens_per_sec: f64,
+    /// Seconds of the whole step (rollout, tools, update, bookkeeping; not the evaluation).
+    #[serde(default)]
+    pub time_step: f64,
     /// The curriculum's decision after this step (`stay`, `advance to …`, `finish`).
     pub decision: String,
 }
@@ -126,37 +155,80 @@ pub struct StepInputs<'a> {
     pub options: &'a RlOptions,
     /// The run's seed.
     pub seed: u64,
+    /// The prompt and tool-call layout (compact for the character model, ChatML for HF
+    /// tokenizers).
+    pub template: TemplateFormat,
 }
 
 /// Runs one GRPO(-RoC) step and returns the updated model, the record (without the curriculum
-/// decision) and the step's trajectories (all rollouts).
+/// decision) and the step's trajectories (all rollouts). Rolls out in lock step whatever
+/// `rl.rollout_driver` says; [`step_with`] takes the async tools the scheduled driver needs.
 ///
 /// # Errors
 /// Rollout, RoC, advantage and loss errors.
 pub fn step(
-    mut model: Qwen,
+    model: Qwen,
     optimizer: &mut ModuleOptimizer,
     tokenizer: &Tokenizer,
     inputs: &StepInputs<'_>,
     executor: &mut dyn ToolExecutor,
 ) -> Result<(Qwen, StepRecord, Vec<Trajectory>), AgentError> {
+    step_with(model, optimizer, tokenizer, inputs, executor, None)
+}
+
+/// [`step`] with the driver `rl.rollout_driver` names: with `scheduled` and `async_tools`
+/// given, the step's `2G`-per-prompt groups go through [`scheduled_rollout`] (`rl.engines`
+/// local engines, each with a copy of the current policy, dropped after the rollout); with
+/// `lockstep`, or without `async_tools`, through [`rollout`] on `executor`. Everything after
+/// the rollout (RoC, GRPO, metrics) is the same. With `scheduled`, `time_rollout` is the wall
+/// time of the whole dispatch (turns and tool calls overlap) and `time_tools` the summed
+/// duration of the tool calls.
+///
+/// # Errors
+/// Rollout, RoC, advantage and loss errors.
+pub fn step_with(
+    mut model: Qwen,
+    optimizer: &mut ModuleOptimizer,
+    tokenizer: &Tokenizer,
+    inputs: &StepInputs<'_>,
+    executor: &mut dyn ToolExecutor,
+    async_tools: Option<Arc<dyn AsyncTools>>,
+) -> Result<(Qwen, StepRecord, Vec<Trajectory>), AgentError> {
     let o = inputs.options;
     let g = o.group_size;
-    let step_seed = mix_seed(inputs.seed, 0x5254_0000 + inputs.step);
+    let step_seed = step_seed(inputs.seed, inputs.step);
     let prompts = sample_prompts(inputs.pool, o.prompts_per_step, step_seed);
     let samples = if o.roc { 2 * g } else { g };
-    let config = RolloutConfig {
-        template: TemplateFormat::Compact,
-        limits: stage_limits(inputs.stage),
-        sampling: Sampling::Temperature {
-            temperature: inputs.stage.temperature as f32,
-        },
-        seed: step_seed,
-        max_batch: 0,
-        eos: Vec::new(),
-    };
     let policy = model.valid();
-    let out = rollout(&policy, tokenizer, &prompts, samples, &config, executor)?;
+    let out = match (o.rollout_driver, async_tools) {
+        (RolloutDriver::Scheduled, Some(tools)) => scheduled_rollout(
+            &policy,
+            tokenizer,
+            &prompts,
+            samples,
+            &ScheduledRollout {
+                template: inputs.template,
+                stage: inputs.stage,
+                seed: step_seed,
+                engines: o.engines,
+                dispatch: o.dispatch,
+            },
+            tools,
+        )?,
+        _ => {
+            let config = RolloutConfig {
+                template: inputs.template,
+                limits: stage_limits_for(inputs.template, inputs.stage),
+                sampling: Sampling::Temperature {
+                    temperature: inputs.stage.temperature as f32,
+                },
+                seed: step_seed,
+                max_batch: 0,
+                eos: Vec::new(),
+            };
+            rollout(&policy, tokenizer, &prompts, samples, &config, executor)?
+        }
+    };
     let trajectories = out.trajectories;
     let uids: Vec<&str> = trajectories.iter().map(|t| t.id.as_str()).collect();
     let summaries: Vec<TraceSummary> = trajectories.iter().map(trace_summary).collect();
@@ -277,9 +349,97 @@ pub fn step(
         time_tools: out.stats.tool_secs,
         time_update,
         rollout_tokens_per_sec: out.stats.tokens_per_sec(),
+        time_step: 0.0,
         decision: String::new(),
     };
     Ok((model, record, trajectories))
+}
+
+/// The rollout seed of RL step `step` (1-based) of a run seeded `seed`: both drivers sample
+/// with it (the lock-step one per round, the scheduled one per rollout and turn), and it draws
+/// the step's prompts and RoC's choices.
+pub fn step_seed(seed: u64, step: u64) -> u64 {
+    mix_seed(seed, 0x5254_0000 + step)
+}
+
+/// What [`scheduled_rollout`] needs besides the policy, prompts and tools.
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduledRollout<'a> {
+    /// The prompt and tool-call layout.
+    pub template: TemplateFormat,
+    /// The stage: token and turn limits, temperature.
+    pub stage: &'a Stage,
+    /// Turn `t` of rollout `r` samples with `mix(mix(seed, r), t)`.
+    pub seed: u64,
+    /// Local engines (at least one is started).
+    pub engines: usize,
+    /// How rollouts are assigned to engines.
+    pub dispatch: DispatchPolicy,
+}
+
+/// Rolls out `samples` episodes of every prompt through
+/// [`run_scheduled_blocking`] on `engines` [`LocalEngine`]s, each holding its own copy of
+/// `policy` and stopped when the rollout is over, with the stage's limits and temperature and
+/// tool calls on `tools`. Trajectories are prompt-major like [`rollout`]'s, without per-token
+/// statistics, and do not depend on the number of engines or the dispatch policy (per-turn
+/// seeds).
+///
+/// # Errors
+/// [`AgentError::Scheduler`] when an engine fails, the verifier's errors for a ground truth it
+/// cannot score.
+pub fn scheduled_rollout(
+    policy: &Qwen,
+    tokenizer: &Tokenizer,
+    prompts: &[Prompt],
+    samples: usize,
+    options: &ScheduledRollout<'_>,
+    tools: Arc<dyn AsyncTools>,
+) -> Result<RolloutOutput, AgentError> {
+    let limits = stage_limits_for(options.template, options.stage);
+    let stops: Vec<String> = Template::of(options.template)
+        .stop_strings()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let engines = options.engines.max(1);
+    let rollouts = (prompts.len() * samples).max(1);
+    let per_engine = rollouts.div_ceil(engines);
+    // Every rollout an engine may hold fits its nominal KV budget and its batch: local engines
+    // have no paged cache, so `kv-aware` must not hold rollouts back.
+    let budget = (limits.max_response_tokens + policy.config.max_position_embeddings) as u64;
+    let generators: Vec<Arc<dyn TurnGenerator>> = (0..engines)
+        .map(|i| {
+            let mut config = LocalEngineConfig::new(stops.clone());
+            config.sampling = Sampling::Temperature {
+                temperature: options.stage.temperature as f32,
+            };
+            config.max_batch = per_engine;
+            config.kv_capacity = config.kv_capacity.max(per_engine as u64 * budget);
+            config.name = format!("train-{i}");
+            Arc::new(LocalEngine::spawn(
+                policy.clone(),
+                tokenizer.clone(),
+                config,
+            )) as Arc<dyn TurnGenerator>
+        })
+        .collect();
+    let config = ScheduleConfig {
+        template: options.template,
+        limits,
+        seed: options.seed,
+        policy: options.dispatch,
+        retention: KvRetention::Keep,
+        record_entropy: false,
+    };
+    let out = run_scheduled_blocking(
+        generators,
+        SharedTokenizer(Arc::new(tokenizer.clone())),
+        tools,
+        prompts,
+        samples,
+        &config,
+    )?;
+    Ok(out.rollout)
 }
 
 /// The problems of `pool` whose pass rate over `k` samples of `model` is below `below` (the
@@ -296,6 +456,7 @@ pub fn hard_problems(
     k: u32,
     below: f64,
     stage: &Stage,
+    template: TemplateFormat,
     seed: u64,
     executor: &mut dyn ToolExecutor,
 ) -> Result<Vec<Prompt>, AgentError> {
@@ -306,8 +467,8 @@ pub fn hard_problems(
     };
     let k = k.max(1) as usize;
     let config = RolloutConfig {
-        template: TemplateFormat::Compact,
-        limits: stage_limits(stage),
+        template,
+        limits: stage_limits_for(template, stage),
         sampling: Sampling::Temperature {
             temperature: stage.temperature as f32,
         },

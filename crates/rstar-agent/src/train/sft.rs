@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use burn::optim::GradientsParams;
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rstar_policy::{Qwen, Tokenizer, masked_nll, sequence_logprobs};
@@ -47,7 +47,29 @@ pub fn build_demonstrations(
     seed: u64,
     executor: &mut dyn ToolExecutor,
 ) -> Result<Vec<Demonstration>, AgentError> {
-    let template = Template::compact();
+    build_demonstrations_with(
+        &Template::compact(),
+        tasks,
+        limits,
+        failing_fraction,
+        seed,
+        executor,
+    )
+}
+
+/// [`build_demonstrations`] in another template (ChatML for HF tokenizers).
+///
+/// # Errors
+/// [`AgentError::Demonstration`] when a real outcome is not what the demonstration needs.
+pub fn build_demonstrations_with(
+    template: &Template,
+    tasks: &[Task],
+    limits: &Limits,
+    failing_fraction: f64,
+    seed: u64,
+    executor: &mut dyn ToolExecutor,
+) -> Result<Vec<Demonstration>, AgentError> {
+    let template = template.clone();
     let mut config = SftConfig::new(limits.clone());
     config.failing_fraction = failing_fraction;
     config.seed = seed;
@@ -124,12 +146,45 @@ pub struct SftStep {
 /// # Errors
 /// [`AgentError::TrainConfig`] for an empty corpus.
 pub fn train(
-    mut model: Qwen,
+    model: Qwen,
     rows: &[SftRow],
     options: &SftOptions,
     seed: u64,
     mut on_step: impl FnMut(&SftStep),
 ) -> Result<Qwen, AgentError> {
+    let (model, _) = train_from(
+        model,
+        adamw(options.weight_decay),
+        rows,
+        options,
+        seed,
+        0,
+        |s, _, _| {
+            on_step(s);
+            Ok(true)
+        },
+    )?;
+    Ok(model)
+}
+
+/// [`train`] from step `start` (0-based; `start` steps already done) with `optimizer` (a fresh
+/// AdamW at 0, the saved one when resuming): the batch generator is fast-forwarded past the
+/// first `start` batches, so a resumed run draws the batches an uninterrupted one would.
+/// `on_step` sees every step with the updated model and optimizer (to checkpoint them) and
+/// returns whether to go on. Returns the model and the optimizer.
+///
+/// # Errors
+/// [`AgentError::TrainConfig`] for an empty corpus; `on_step`'s errors.
+#[allow(clippy::too_many_arguments)]
+pub fn train_from(
+    mut model: Qwen,
+    mut optimizer: ModuleOptimizer,
+    rows: &[SftRow],
+    options: &SftOptions,
+    seed: u64,
+    start: usize,
+    mut on_step: impl FnMut(&SftStep, &Qwen, &ModuleOptimizer) -> Result<bool, AgentError>,
+) -> Result<(Qwen, ModuleOptimizer), AgentError> {
     if rows.is_empty() {
         return Err(AgentError::TrainConfig {
             field: "sft.corpus_size".into(),
@@ -137,9 +192,11 @@ pub fn train(
         });
     }
     let device = model.device();
-    let mut optimizer = adamw(options.weight_decay);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    for step in 0..options.steps {
+    for _ in 0..start.min(options.steps) * options.batch_size {
+        let _ = rng.random_range(0..rows.len());
+    }
+    for step in start..options.steps {
         let started = Instant::now();
         let batch: Vec<&SftRow> = (0..options.batch_size)
             .map(|_| &rows[rng.random_range(0..rows.len())])
@@ -167,14 +224,17 @@ pub fn train(
             options.min_lr_ratio,
         );
         model = optimizer.step(lr, model, grads);
-        on_step(&SftStep {
+        let record = SftStep {
             step: step + 1,
             loss: loss_value,
             lr,
             grad_norm,
             tokens: tokens_in_loss,
             secs: started.elapsed().as_secs_f64(),
-        });
+        };
+        if !on_step(&record, &model, &optimizer)? {
+            break;
+        }
     }
-    Ok(model)
+    Ok((model, optimizer))
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::common::tiny_config;
 
-fn rstar(args: &[&str]) -> (bool, String, String) {
+pub(super) fn rstar(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rstar"))
         .args(args)
         .env("RSTAR_PYTHON", rstar_testdata::python())
@@ -121,4 +121,46 @@ fn a_bad_preset_is_named() {
         stderr.contains("`preset`") && stderr.contains("huge"),
         "{stderr}"
     );
+}
+
+#[test]
+fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--preset",
+        "rstar2-agent",
+        "--out",
+        "/nonexistent/x",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("`init`") && stderr.contains("--model"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--preset",
+        "rstar2-agent",
+        "--model",
+        "/nonexistent/model",
+        "--out",
+        "/nonexistent/x",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("`data`") && stderr.contains("--data"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = rstar(&["train", "--backend", "tpu", "--out", "/nonexistent/x"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("`tpu`") && stderr.contains("`wgpu`"),
+        "{stderr}"
+    );
+    #[cfg(not(feature = "wgpu"))]
+    {
+        let (ok, _, stderr) = rstar(&["train", "--backend", "wgpu", "--out", "/nonexistent/x"]);
+        assert!(!ok);
+        assert!(stderr.contains("without the `wgpu` feature"), "{stderr}");
+    }
 }

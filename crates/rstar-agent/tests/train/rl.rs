@@ -118,6 +118,7 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
         pool: &pool,
         options: &options,
         seed: 4,
+        template: rstar_agent::template::TemplateFormat::Compact,
     };
     let (model, rec, trajectories) = rl::step(
         model,

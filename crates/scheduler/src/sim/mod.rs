@@ -92,6 +92,13 @@ pub struct SimConfig {
     pub workload: WorkloadConfig,
     /// KV retention during tool calls.
     pub retention: KvRetention,
+    /// kv-aware only: generate turns in segments of this many tokens, growing each
+    /// rollout's reservation segment by segment under the banker's check (see
+    /// [`KvLedger`](crate::KvLedger)); 0 reserves whole turns (prompt + budget while a turn
+    /// runs). Segments need engines that honour `max_new_tokens` (see
+    /// [`Dispatcher::segment_tokens`](crate::Dispatcher::segment_tokens)). Absent in JSON: 0.
+    #[serde(default)]
+    pub kv_segment_tokens: u64,
     /// Points in the utilisation timeline of each report.
     pub timeline_points: usize,
 }
@@ -140,6 +147,7 @@ impl SimConfig {
                 tool_timeout_s: 10.0,
             },
             retention: KvRetention::Keep,
+            kv_segment_tokens: 256,
             timeline_points: 200,
         }
     }
@@ -177,6 +185,7 @@ impl SimConfig {
                 tool_timeout_s: 10.0,
             },
             retention: KvRetention::Keep,
+            kv_segment_tokens: 256,
             timeline_points: 100,
         }
     }

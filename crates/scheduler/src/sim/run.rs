@@ -5,6 +5,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use super::report::PolicyReport;
 use super::{SimConfig, Workload};
+use crate::ledger::{KvLedger, choose_ledger};
 use crate::policy::{DispatchPolicy, EngineView, KvRetention, choose_engine};
 use crate::rollout::{Next, RolloutState};
 
@@ -56,6 +57,8 @@ struct Seq {
     reserved: bool,
     running: bool,
     done: bool,
+    /// Tokens the current segment may still generate (`u64::MAX`: the whole turn).
+    seg_left: u64,
 }
 
 impl Seq {
@@ -105,6 +108,19 @@ struct Sim<'a> {
     seqs: Vec<Seq>,
     engines: Vec<Eng>,
     views: Vec<EngineView>,
+    /// kv-aware: the reservations on each engine.
+    ledgers: Vec<KvLedger>,
+    /// kv-aware: rollouts bound to each engine that wait for their reservation to grow
+    /// (after a tool call or at the end of a segment), in arrival order.
+    pending: Vec<VecDeque<usize>>,
+    /// kv-aware: tokens per segment (0: whole turns).
+    segment: u64,
+    /// kv-aware: per engine, the ledger version and pending length at the last scan that
+    /// granted nothing (nothing can change before one of them does).
+    scanned: Vec<(u64, usize)>,
+    /// kv-aware: the queue front and the sum of ledger versions when it last failed to be
+    /// admitted.
+    refused: Option<(usize, u64)>,
     queue: VecDeque<usize>,
     heap: BinaryHeap<Event>,
     order: u64,
@@ -142,6 +158,7 @@ pub(super) fn run(cfg: &SimConfig, work: &Workload, policy: DispatchPolicy) -> P
             reserved: false,
             running: false,
             done: false,
+            seg_left: u64::MAX,
         })
         .collect();
     let n = cfg.engines;
@@ -159,6 +176,11 @@ pub(super) fn run(cfg: &SimConfig, work: &Workload, policy: DispatchPolicy) -> P
             };
             n
         ],
+        ledgers: vec![KvLedger::new(cfg.engine.kv_capacity_tokens); n],
+        pending: vec![VecDeque::new(); n],
+        segment: cfg.kv_segment_tokens,
+        scanned: vec![(u64::MAX, 0); n],
+        refused: None,
         queue: VecDeque::new(),
         heap: BinaryHeap::new(),
         order: 0,
@@ -232,22 +254,49 @@ impl Sim<'_> {
         self.process_dirty();
     }
 
+    /// Binds a rollout to an engine and queues its turn there. Under kv-aware the caller
+    /// has admitted it to the engine's ledger.
     fn bind(&mut self, i: usize, e: usize) {
         self.views[e].in_flight += 1;
         let s = &mut self.seqs[i];
         s.engine = Some(e);
+        s.reserved = self.policy.reserves_kv();
+        self.enqueue(i, e);
+    }
+
+    /// Queues a bound rollout's turn (or segment) on its engine.
+    fn enqueue(&mut self, i: usize, e: usize) {
         if self.policy.reserves_kv() {
-            s.reserved = true;
-            self.views[e].reserved += s.state.reservation();
-            let v = self.views[e];
-            assert!(v.reserved <= v.capacity, "kv-aware reserved over capacity");
+            let l = &self.ledgers[e];
             self.peak_reserved = self
                 .peak_reserved
-                .max(v.reserved as f64 / v.capacity as f64);
+                .max(l.reserved() as f64 / l.capacity() as f64);
         }
         self.engines[e].waiting.push_back(i);
         self.interrupt(e);
         self.mark(e);
+    }
+
+    /// The allocation a kv-aware rollout needs to go on: its whole claim, or its context
+    /// plus one segment.
+    fn target(&self, i: usize) -> u64 {
+        let s = &self.seqs[i];
+        let claim = s.state.reservation();
+        if self.segment == 0 {
+            claim
+        } else {
+            (s.context() + self.segment).min(claim)
+        }
+    }
+
+    /// Sets the segment a kv-aware rollout may generate once it holds `alloc` tokens.
+    fn start_segment(&mut self, i: usize, alloc: u64) {
+        let s = &mut self.seqs[i];
+        s.seg_left = if self.segment == 0 {
+            u64::MAX
+        } else {
+            alloc - s.context()
+        };
     }
 
     /// Drops the dispatcher's binding of a rollout (its reservation and in-flight count).
@@ -257,18 +306,51 @@ impl Sim<'_> {
         self.views[e].in_flight -= 1;
         if s.reserved {
             s.reserved = false;
-            self.views[e].reserved -= s.state.reservation();
+            self.ledgers[e].remove(i as u64);
         }
     }
 
+    /// kv-aware: grows the reservations of bound rollouts that wait (in arrival order, any
+    /// that the banker's check allows), then admits queued rollouts while an engine without
+    /// waiting rollouts of its own can take them.
     fn dispatch_queue(&mut self) {
-        let total = self.seqs.len();
+        if !self.policy.reserves_kv() {
+            return;
+        }
+        for e in 0..self.engines.len() {
+            if self.pending[e].is_empty()
+                || self.scanned[e] == (self.ledgers[e].version(), self.pending[e].len())
+            {
+                continue;
+            }
+            let mut k = 0;
+            while k < self.pending[e].len() {
+                let i = self.pending[e][k];
+                let alloc = self.target(i);
+                if self.ledgers[e].grow(i as u64, alloc) {
+                    self.pending[e].remove(k);
+                    self.start_segment(i, alloc);
+                    self.enqueue(i, e);
+                } else {
+                    k += 1;
+                }
+            }
+            self.scanned[e] = (self.ledgers[e].version(), self.pending[e].len());
+        }
+        let skip: Vec<bool> = self.pending.iter().map(|p| !p.is_empty()).collect();
         while let Some(&i) = self.queue.front() {
-            let need = self.seqs[i].state.reservation();
-            let Some(e) = choose_engine(self.policy, &self.views, i, total, need) else {
+            let versions: u64 = self.ledgers.iter().map(KvLedger::version).sum();
+            if self.refused == Some((i, versions)) {
+                break;
+            }
+            let (alloc, claim) = (self.target(i), self.seqs[i].state.reservation());
+            let Some(e) = choose_ledger(&self.ledgers, &skip, alloc, claim) else {
+                self.refused = Some((i, versions));
                 break;
             };
             self.queue.pop_front();
+            assert!(self.ledgers[e].admit(i as u64, alloc, claim));
+            self.start_segment(i, alloc);
             self.bind(i, e);
         }
     }
@@ -326,6 +408,9 @@ impl Sim<'_> {
             let s = &mut self.seqs[i];
             s.turn_done += j;
             s.kv += j;
+            if s.seg_left != u64::MAX {
+                s.seg_left -= j;
+            }
         }
         let b = eng.running.len() as u64;
         eng.used += b * j;
@@ -352,15 +437,25 @@ impl Sim<'_> {
         let running = std::mem::take(&mut self.engines[e].running);
         let mut still = Vec::with_capacity(running.len());
         let mut ended = Vec::new();
+        let mut paused = Vec::new();
         for i in running {
             let s = &self.seqs[i];
             if s.turn_done >= self.work.rollouts[i].turns[s.turn].generated {
                 ended.push(i);
+            } else if s.seg_left == 0 {
+                paused.push(i);
             } else {
                 still.push(i);
             }
         }
         self.engines[e].running = still;
+        // A segment ended inside a turn: the rollout keeps its cache and waits for the
+        // dispatcher to grow its reservation (at once, if the banker's check allows).
+        for i in paused {
+            self.seqs[i].running = false;
+            self.engines[e].held.push(i);
+            self.pending[e].push_back(i);
+        }
         for i in ended {
             self.seqs[i].running = false;
             self.turn_end(i, e);
@@ -383,7 +478,15 @@ impl Sim<'_> {
                 self.tool_calls += 1;
                 self.push(self.now + step.latency_s, Kind::ToolDone { seq: i });
                 match self.cfg.retention {
-                    KvRetention::Keep => self.engines[e].held.push(i),
+                    KvRetention::Keep => {
+                        self.engines[e].held.push(i);
+                        if self.policy.reserves_kv() {
+                            // Only the context stays on the engine during the call.
+                            let s = &mut self.seqs[i];
+                            s.seg_left = 0;
+                            self.ledgers[e].shrink(i as u64, s.state.context_tokens());
+                        }
+                    }
                     KvRetention::Release => {
                         self.drop_kv(i, e, false);
                         if self.policy.reserves_kv() {
@@ -436,6 +539,11 @@ impl Sim<'_> {
         match (next, self.cfg.retention) {
             (Next::Generate, KvRetention::Keep) => {
                 let e = s.engine.expect("kept rollouts stay bound");
+                if self.policy.reserves_kv() {
+                    // The reservation grows back before the next turn is queued.
+                    self.pending[e].push_back(i);
+                    return;
+                }
                 self.interrupt(e);
                 self.engines[e].waiting.push_back(i);
                 self.mark(e);
@@ -508,7 +616,8 @@ impl Sim<'_> {
             .running
             .iter()
             .map(|&i| {
-                self.work.rollouts[i].turns[self.seqs[i].turn].generated - self.seqs[i].turn_done
+                let s = &self.seqs[i];
+                (self.work.rollouts[i].turns[s.turn].generated - s.turn_done).min(s.seg_left)
             })
             .min()
             .expect("non-empty");

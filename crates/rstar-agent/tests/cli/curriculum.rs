@@ -1,18 +1,6 @@
 //! End-to-end tests of `rstar curriculum show` and `rstar curriculum filter`.
 
-use std::process::Command;
-
-fn rstar(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rstar"))
-        .args(args)
-        .output()
-        .expect("the rstar binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
+use super::common::rstar;
 
 #[test]
 fn show_prints_the_paper_preset() {

@@ -1,32 +1,15 @@
 //! End-to-end tests of `rstar tools run` and `rstar tools doctor`.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use serde_json::Value;
 
 fn rstar(args: &[&str], input: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rstar"))
-        .arg("tools")
-        .args(args)
-        .env("RSTAR_PYTHON", rstar_testdata::python())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the rstar binary runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let python = rstar_testdata::python();
+    let r = super::common::run(
+        &[&["tools"], args].concat(),
+        Some(input.as_bytes()),
+        &[("RSTAR_PYTHON", python.as_os_str())],
+    );
+    (r.code, r.out(), r.stderr)
 }
 
 #[test]

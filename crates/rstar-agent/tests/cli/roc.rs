@@ -1,27 +1,12 @@
 //! End-to-end tests of `rstar roc`: JSONL rollouts in, kept lines out unchanged, metrics on stderr.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
 fn rstar_roc(args: &[&str], input: &[u8]) -> (i32, Vec<u8>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rstar"))
-        .arg("roc")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the rstar binary runs");
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        out.stdout,
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let r = super::common::run(&[&["roc"], args].concat(), Some(input), &[]);
+    (r.code, r.stdout, r.stderr)
 }
 
 /// The reference fixture's rows as JSONL, and the row ids the reference keeps.

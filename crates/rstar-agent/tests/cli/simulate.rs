@@ -1,9 +1,7 @@
 //! End-to-end tests of `rstar simulate` (on the small preset, to stay fast).
 
-use std::process::Command;
-
 fn rstar(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_rstar"))
+    super::common::command()
         .args(args)
         .output()
         .expect("the rstar binary runs")

@@ -33,7 +33,7 @@ fn http(addr: &str, method: &str, path: &str, body: &str, token: Option<&str>) -
 
 #[test]
 fn serve_answers_both_protocols_and_stops_on_sigterm() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rstar"))
+    let mut child = super::common::command()
         .args([
             "tools",
             "serve",
@@ -104,7 +104,7 @@ fn serve_answers_both_protocols_and_stops_on_sigterm() {
 
 #[test]
 fn serve_rejects_bad_options() {
-    let out = Command::new(env!("CARGO_BIN_EXE_rstar"))
+    let out = super::common::command()
         .args(["tools", "serve", "--queue-timeout", "0"])
         .output()
         .unwrap();

@@ -1,29 +1,11 @@
 //! End-to-end tests of `rstar verify`: JSONL in, one verdict a line out, summary and malformed lines on stderr.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 fn verify_stdin(args: &[&str], input: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rstar"))
-        .arg("verify")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the rstar binary runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let r = super::common::run(&[&["verify"], args].concat(), Some(input.as_bytes()), &[]);
+    (r.code, r.out(), r.stderr)
 }
 
 #[test]
@@ -91,7 +73,7 @@ fn malformed_lines_are_reported_and_skipped() {
     );
     assert!(err.contains("2 scored, 3 skipped"), "{err}");
     // A line that is not UTF-8 is skipped too; the next line is still scored.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rstar"))
+    let mut child = super::common::command()
         .arg("verify")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,7 +1,6 @@
 //! End-to-end tests of `rstar analyze entropy`: table, JSON, SVG plot, `--compare`, and bad files.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use rstar_agent::episode::{ByteTokenizer, Episode, Limits, Score, TokenStats, Trajectory};
 use rstar_agent::template::Template;
@@ -84,17 +83,7 @@ fn write(dir: &Path, name: &str, trajs: &[Trajectory]) -> PathBuf {
     path
 }
 
-fn rstar(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rstar"))
-        .args(args)
-        .output()
-        .expect("the rstar binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
+use super::common::rstar;
 
 fn row<'a>(out: &'a str, label: &str) -> Vec<&'a str> {
     out.lines()

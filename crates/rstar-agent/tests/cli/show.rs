@@ -1,7 +1,6 @@
 //! End-to-end tests of `rstar show`: one rollout of a generated trajectory file, selection, colour and bad files.
 
 use std::path::Path;
-use std::process::Command;
 
 use rstar_agent::episode::{ByteTokenizer, Episode, Limits, Score, Trajectory};
 use rstar_agent::template::Template;
@@ -61,17 +60,12 @@ fn write_file(dir: &Path) -> std::path::PathBuf {
 }
 
 fn show(args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rstar"));
-    cmd.arg("show").args(args).env_remove("NO_COLOR");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("the rstar binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    let envs: Vec<(&str, &std::ffi::OsStr)> = envs
+        .iter()
+        .map(|(k, v)| (*k, std::ffi::OsStr::new(v)))
+        .collect();
+    let r = super::common::run(&[&["show"], args].concat(), None, &envs);
+    (r.code, r.out(), r.stderr)
 }
 
 #[test]

@@ -1,0 +1,368 @@
+//! Turn generators: what writes an assistant turn, behind one async trait.
+//!
+//! A [`TurnGenerator`] continues a context (prompt, earlier turns, tool responses as token ids)
+//! by one assistant turn and returns the sampled tokens with their log-probabilities and
+//! entropies where it has them. The agent layer wraps generators into
+//! [`rstar_scheduler::Engine`]s (see `scheduled`), so the scheduler dispatches turns across
+//! them by free KV capacity. Implementations:
+//!
+//! - [`LocalEngine`]: an [`rstar_policy::Qwen`] on its own thread that batches whatever turns
+//!   are waiting into one [`generate_requests`] call (several engines on one machine share the
+//!   CPU; one engine per GPU);
+//! - a remote OpenAI-compatible server (vLLM, SGLang, llama.cpp, `rstar serve`);
+//! - scripted generators in tests.
+//!
+//! Sampling is seeded per turn ([`TurnSpec::seed`]), so a turn samples the same tokens whichever
+//! batch it lands in (up to float rounding): rollouts stay reproducible although the batches an
+//! engine forms depend on timing.
+//!
+//! ```
+//! use rstar_agent::engine::{LocalEngine, LocalEngineConfig, TurnGenerator, TurnSpec};
+//! use rstar_policy::{Qwen, QwenConfig, Sampling, Tokenizer};
+//! use burn::tensor::Device;
+//!
+//! let model = Qwen::random(QwenConfig::tiny_char(), 0, &Device::flex()).unwrap();
+//! let tok = Tokenizer::char();
+//! let context = tok.encode("Q: 2+2?\nA:").unwrap();
+//! let engine = LocalEngine::spawn(model, tok, LocalEngineConfig::new(vec!["</c>".into()]));
+//! let spec = TurnSpec { rollout: 0, turn: 0, context, max_new_tokens: 8, seed: 7 };
+//! let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! let a = rt.block_on(engine.generate(spec.clone())).unwrap();
+//! let b = rt.block_on(engine.generate(spec)).unwrap();
+//! assert_eq!(a, b); // seeded per turn
+//! assert!(a.tokens.len() <= 8 && a.logprobs.len() == a.tokens.len());
+//! ```
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rstar_policy::{
+    Generation, GenerationConfig, Qwen, Request, Sampling, Tokenizer, generate_requests,
+};
+pub use rstar_scheduler::{BoxError, BoxFuture};
+
+use crate::episode::TextTokenizer;
+
+/// One assistant turn to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnSpec {
+    /// The rollout's id, stable across its turns.
+    pub rollout: u64,
+    /// The turn's number within the rollout, from 0.
+    pub turn: u32,
+    /// The whole context as token ids.
+    pub context: Vec<u32>,
+    /// The most tokens the turn may have.
+    pub max_new_tokens: usize,
+    /// The turn's sampling seed.
+    pub seed: u64,
+}
+
+/// A written turn.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TurnSample {
+    /// The sampled token ids (a stop string or EOS token included).
+    pub tokens: Vec<u32>,
+    /// Per token, its log-probability under the model at temperature 1; empty when the
+    /// generator does not report them.
+    pub logprobs: Vec<f32>,
+    /// Per token, the entropy of the model's distribution; empty when not reported.
+    pub entropies: Vec<f32>,
+}
+
+/// Writes assistant turns: a local policy, a remote server, a script.
+///
+/// Stop strings, EOS ids and the sampler belong to the generator's configuration (they follow
+/// from the template and the run), not to each turn.
+pub trait TurnGenerator: Send + Sync {
+    /// A short name for logs and reports (`local-0`, `http://host:8000`).
+    fn name(&self) -> String;
+
+    /// KV-cache capacity in tokens, which the scheduler's `kv-aware` policy reserves against.
+    fn kv_capacity(&self) -> u64;
+
+    /// KV tokens free now; the default reports the whole capacity.
+    fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
+        let capacity = self.kv_capacity();
+        Box::pin(async move { Ok(capacity) })
+    }
+
+    /// Writes one turn.
+    fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>>;
+}
+
+/// An owned, shareable [`Tokenizer`] as the agent layer's [`TextTokenizer`].
+#[derive(Debug, Clone)]
+pub struct SharedTokenizer(pub Arc<Tokenizer>);
+
+impl TextTokenizer for SharedTokenizer {
+    fn encode(&self, text: &str) -> Vec<u32> {
+        crate::rollout::PolicyTokenizer(&self.0).encode(text)
+    }
+    fn decode(&self, ids: &[u32]) -> String {
+        crate::rollout::PolicyTokenizer(&self.0).decode(ids)
+    }
+}
+
+/// How a [`LocalEngine`] generates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalEngineConfig {
+    /// Strings that end a turn (the template's [`stop_strings`](crate::template::Template::stop_strings)).
+    pub stop_strings: Vec<String>,
+    /// Token ids that end a turn.
+    pub eos: Vec<u32>,
+    /// The sampler.
+    pub sampling: Sampling,
+    /// The most turns in one batched generation call.
+    pub max_batch: usize,
+    /// The KV capacity reported to the scheduler, in tokens.
+    pub kv_capacity: u64,
+    /// How long the engine waits after the first waiting turn for others to join its batch.
+    pub gather: Duration,
+    /// The engine's name.
+    pub name: String,
+}
+
+impl LocalEngineConfig {
+    /// Temperature 1, batches of up to 64 turns, a 64 × 4096-token KV budget, 2 ms gathering.
+    pub fn new(stop_strings: Vec<String>) -> Self {
+        LocalEngineConfig {
+            stop_strings,
+            eos: Vec::new(),
+            sampling: Sampling::Temperature { temperature: 1.0 },
+            max_batch: 64,
+            kv_capacity: 64 * 4096,
+            gather: Duration::from_millis(2),
+            name: "local".into(),
+        }
+    }
+}
+
+/// Per-turn overrides of a [`LocalEngine`]'s configuration, for callers that mix settings on
+/// one engine (`rstar serve` answers requests with their own sampler and stop strings). Turns
+/// with different samplers or EOS ids that wait together are generated in separate batched
+/// calls; stop strings are per sequence anyway.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TurnOptions {
+    /// Replaces [`LocalEngineConfig::sampling`].
+    pub sampling: Option<Sampling>,
+    /// Replaces [`LocalEngineConfig::stop_strings`].
+    pub stop_strings: Option<Vec<String>>,
+    /// Replaces [`LocalEngineConfig::eos`].
+    pub eos: Option<Vec<u32>>,
+}
+
+struct Job {
+    spec: TurnSpec,
+    options: TurnOptions,
+    reply: tokio::sync::oneshot::Sender<Result<Generation, String>>,
+}
+
+/// A policy on its own thread: turns sent to it while it is busy wait, and are generated
+/// together in the next batched [`generate_requests`] call (continuous batching at turn
+/// granularity). Dropping the engine stops the thread.
+pub struct LocalEngine {
+    tx: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+    config: LocalEngineConfig,
+}
+
+impl std::fmt::Debug for LocalEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalEngine")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalEngine {
+    /// Starts the engine's thread with its own copy of the model.
+    pub fn spawn(model: Qwen, tokenizer: Tokenizer, config: LocalEngineConfig) -> Self {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let thread_config = config.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("rstar-{}", config.name))
+            .spawn(move || serve(model, tokenizer, thread_config, rx))
+            .expect("spawning an engine thread");
+        LocalEngine {
+            tx: Some(tx),
+            thread: Some(thread),
+            config,
+        }
+    }
+
+    /// The engine's configuration.
+    pub fn config(&self) -> &LocalEngineConfig {
+        &self.config
+    }
+
+    /// Writes one turn with per-turn overrides, returning the whole [`Generation`] (its text and
+    /// why it ended, besides what a [`TurnSample`] holds). With default options this is
+    /// [`TurnGenerator::generate`].
+    pub fn generate_with(
+        &self,
+        spec: TurnSpec,
+        options: TurnOptions,
+    ) -> BoxFuture<'_, Result<Generation, BoxError>> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self
+            .tx
+            .as_ref()
+            .map(|tx| {
+                tx.send(Job {
+                    spec,
+                    options,
+                    reply,
+                })
+                .is_ok()
+            })
+            .unwrap_or(false);
+        Box::pin(async move {
+            if !sent {
+                return Err("the engine thread has stopped".into());
+            }
+            match answer.await {
+                Ok(Ok(generation)) => Ok(generation),
+                Ok(Err(message)) => Err(message.into()),
+                Err(_) => Err("the engine thread stopped before answering".into()),
+            }
+        })
+    }
+}
+
+impl Drop for LocalEngine {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl TurnGenerator for LocalEngine {
+    fn name(&self) -> String {
+        self.config.name.clone()
+    }
+
+    fn kv_capacity(&self) -> u64 {
+        self.config.kv_capacity
+    }
+
+    fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>> {
+        let generation = self.generate_with(spec, TurnOptions::default());
+        Box::pin(async move {
+            let g = generation.await?;
+            Ok(TurnSample {
+                tokens: g.tokens,
+                logprobs: g.logprobs,
+                entropies: g.entropies,
+            })
+        })
+    }
+}
+
+/// The engine thread: take the first waiting turn, gather the others, generate, answer.
+fn serve(model: Qwen, tokenizer: Tokenizer, config: LocalEngineConfig, rx: mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut jobs = vec![first];
+        if !config.gather.is_zero() {
+            std::thread::sleep(config.gather);
+        }
+        while jobs.len() < config.max_batch.max(1) {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        // A bad request fails alone, not the batch it landed in.
+        let (max_pos, vocab) = (
+            model.config.max_position_embeddings,
+            model.config.vocab_size,
+        );
+        let mut valid = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let context = &job.spec.context;
+            let problem = if context.is_empty() {
+                Some("the context is empty".to_string())
+            } else if context.len() > max_pos {
+                Some(format!(
+                    "the context has {} tokens; the model takes at most {max_pos}",
+                    context.len()
+                ))
+            } else {
+                context
+                    .iter()
+                    .find(|&&id| id as usize >= vocab)
+                    .map(|id| format!("token id {id} is outside the vocabulary of {vocab}"))
+            };
+            match problem {
+                Some(message) => {
+                    let _ = job.reply.send(Err(message));
+                }
+                None => valid.push(job),
+            }
+        }
+        // One batched call per sampler and EOS set (one call when no turn overrides them).
+        let mut groups: Vec<(Sampling, Vec<u32>, Vec<Job>)> = Vec::new();
+        for job in valid {
+            let sampling = job.options.sampling.unwrap_or(config.sampling);
+            let eos = job.options.eos.as_ref().unwrap_or(&config.eos);
+            match groups
+                .iter_mut()
+                .find(|(s, e, _)| *s == sampling && e == eos)
+            {
+                Some(group) => group.2.push(job),
+                None => groups.push((sampling, eos.clone(), vec![job])),
+            }
+        }
+        for (sampling, eos, jobs) in groups {
+            generate_group(&model, &tokenizer, &config, sampling, eos, jobs);
+        }
+    }
+}
+
+/// Generates one group of turns that share a sampler and EOS ids, and answers each.
+fn generate_group(
+    model: &Qwen,
+    tokenizer: &Tokenizer,
+    config: &LocalEngineConfig,
+    sampling: Sampling,
+    eos: Vec<u32>,
+    jobs: Vec<Job>,
+) {
+    let requests: Vec<Request> = jobs
+        .iter()
+        .map(|j| Request {
+            prompt: j.spec.context.clone(),
+            stop_strings: j.options.stop_strings.clone(),
+            max_new_tokens: Some(j.spec.max_new_tokens),
+            seed: Some(j.spec.seed),
+        })
+        .collect();
+    let gen_config = GenerationConfig {
+        max_new_tokens: jobs
+            .iter()
+            .map(|j| j.spec.max_new_tokens)
+            .max()
+            .unwrap_or(0),
+        stop_strings: config.stop_strings.clone(),
+        eos,
+        sampling,
+        seed: 0,
+    };
+    match generate_requests(model, tokenizer, &requests, &gen_config) {
+        Ok(outputs) => {
+            for (job, g) in jobs.into_iter().zip(outputs) {
+                let _ = job.reply.send(Ok(g));
+            }
+        }
+        Err(err) => {
+            let message = err.to_string();
+            for job in jobs {
+                let _ = job.reply.send(Err(message.clone()));
+            }
+        }
+    }
+}

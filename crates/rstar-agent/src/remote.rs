@@ -1,0 +1,503 @@
+//! [`RemoteEngine`]: a [`TurnGenerator`] over the OpenAI-compatible completions API that vLLM,
+//! SGLang, llama.cpp and `rstar serve` speak, so a model served elsewhere writes the turns of
+//! an evaluation or a rollout.
+//!
+//! Each turn is one `POST /v1/completions` whose `prompt` is the context as token ids (exact:
+//! no re-tokenisation of earlier turns), with `max_tokens` cut to what fits the server's
+//! context, the turn's `seed`, the engine's stop strings (kept in the output with vLLM's
+//! `include_stop_str_in_output`) and sampler, and `logprobs: 1`. The turn's tokens are the
+//! returned `token_ids` when the server sends them (`rstar serve` does; vLLM does with
+//! `return_token_ids`), else the returned text tokenized with our tokenizer; its log-probs are
+//! `logprobs.token_logprobs` when they line up with the tokens. Connection errors, timeouts,
+//! 429 and 5xx answers are retried with exponential backoff; other answers fail the turn with
+//! the server's message.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use rstar_agent::engine::{TurnGenerator, TurnSpec};
+//! use rstar_agent::remote::{RemoteEngine, RemoteEngineConfig};
+//! use rstar_policy::Tokenizer;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let tokenizer = Arc::new(Tokenizer::char());
+//! let config = RemoteEngineConfig::new("http://127.0.0.1:8000", vec!["</c>".into()]);
+//! let engine = RemoteEngine::new(config, Arc::clone(&tokenizer))?;
+//! let context = tokenizer.encode("Q:2+2?\nA:")?;
+//! let spec = TurnSpec { rollout: 0, turn: 0, context, max_new_tokens: 32, seed: 7 };
+//! let sample = engine.generate(spec).await?;
+//! println!("{}", tokenizer.decode(&sample.tokens)?);
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE};
+use hyper::{Method, Request, StatusCode, Uri};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rstar_policy::{Sampling, Tokenizer};
+use serde_json::{Value, json};
+
+use crate::engine::{BoxError, BoxFuture, TurnGenerator, TurnSample, TurnSpec};
+use crate::error::AgentError;
+
+/// How a [`RemoteEngine`] talks to its server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteEngineConfig {
+    /// The server, `http://host:port` (a trailing `/v1` is accepted; plain HTTP only).
+    pub url: String,
+    /// The model to ask for; `None` takes the first model of `GET /v1/models`.
+    pub model: Option<String>,
+    /// Sent as `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
+    /// Strings that end a turn (kept in the turn).
+    pub stop_strings: Vec<String>,
+    /// The sampler, sent as `temperature` (0 for greedy), `top_k`, `top_p`.
+    pub sampling: Sampling,
+    /// The time limit of one HTTP request.
+    pub timeout: Duration,
+    /// Retries after the first attempt, on connection errors, timeouts, 429 and 5xx.
+    pub max_retries: u32,
+    /// The first retry's delay; each later one doubles it.
+    pub backoff: Duration,
+    /// The KV capacity reported to the scheduler, in tokens.
+    pub kv_capacity: u64,
+    /// The server's context length; `None` reads vLLM's `max_model_len` from `GET /v1/models`
+    /// (and sends `max_tokens` uncut when the server does not say).
+    pub max_model_len: Option<usize>,
+    /// Whether to ask for per-token log-probabilities.
+    pub logprobs: bool,
+    /// The engine's name in logs; `None` uses the URL.
+    pub name: Option<String>,
+}
+
+impl RemoteEngineConfig {
+    /// Temperature 1, a 600 s timeout, 4 retries from 0.5 s, a 64 × 4096-token KV budget,
+    /// log-probs on, the model and its context length read from the server.
+    pub fn new(url: impl Into<String>, stop_strings: Vec<String>) -> Self {
+        RemoteEngineConfig {
+            url: url.into(),
+            model: None,
+            api_key: None,
+            stop_strings,
+            sampling: Sampling::Temperature { temperature: 1.0 },
+            timeout: Duration::from_secs(600),
+            max_retries: 4,
+            backoff: Duration::from_millis(500),
+            kv_capacity: 64 * 4096,
+            max_model_len: None,
+            logprobs: true,
+            name: None,
+        }
+    }
+}
+
+/// What the server said about its model.
+#[derive(Debug, Clone)]
+struct ModelInfo {
+    name: String,
+    max_model_len: Option<usize>,
+}
+
+/// A [`TurnGenerator`] backed by an OpenAI-compatible server (see the module docs).
+pub struct RemoteEngine {
+    config: RemoteEngineConfig,
+    /// `http://host:port[/prefix]` without a trailing slash or `/v1`.
+    base: String,
+    tokenizer: Arc<Tokenizer>,
+    http: HttpClient<HttpConnector, Full<Bytes>>,
+    info: tokio::sync::OnceCell<ModelInfo>,
+}
+
+impl std::fmt::Debug for RemoteEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteEngine")
+            .field("base", &self.base)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One failed attempt: whether it is worth retrying, and why it failed.
+struct Failure {
+    retry: bool,
+    message: String,
+}
+
+impl RemoteEngine {
+    /// Checks the URL and the options; connects on the first turn.
+    pub fn new(config: RemoteEngineConfig, tokenizer: Arc<Tokenizer>) -> Result<Self, AgentError> {
+        let bad = |message: String| AgentError::Remote {
+            url: config.url.clone(),
+            message,
+        };
+        let mut base = config.url.trim().trim_end_matches('/').to_string();
+        if let Some(stripped) = base.strip_suffix("/v1") {
+            base = stripped.to_string();
+        }
+        if !base.starts_with("http://") {
+            return Err(bad(
+                "the URL must start with http:// (no TLS client is built in; put a plain-HTTP proxy in front of an https server)".into(),
+            ));
+        }
+        base.parse::<Uri>()
+            .map_err(|e| bad(format!("not a valid URL: {e}")))?;
+        if config.timeout.is_zero() {
+            return Err(bad("`timeout` must be positive".into()));
+        }
+        if config.model.as_deref() == Some("") {
+            return Err(bad("`model` must not be empty".into()));
+        }
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let http = HttpClient::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Ok(RemoteEngine {
+            config,
+            base,
+            tokenizer,
+            http,
+            info: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// The engine's configuration.
+    pub fn config(&self) -> &RemoteEngineConfig {
+        &self.config
+    }
+
+    fn error(&self, message: impl Into<String>) -> AgentError {
+        AgentError::Remote {
+            url: self.base.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// One HTTP exchange: (status, body).
+    async fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(StatusCode, Bytes), Failure> {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base));
+        if let Some(key) = &self.config.api_key {
+            request = request.header(AUTHORIZATION, format!("Bearer {key}"));
+        }
+        let payload = match body {
+            Some(b) => {
+                request = request.header(CONTENT_TYPE, "application/json");
+                Bytes::from(b.to_string())
+            }
+            None => Bytes::new(),
+        };
+        let request = request.body(Full::new(payload)).map_err(|e| Failure {
+            retry: false,
+            message: format!("building the request: {e}"),
+        })?;
+        let exchange = async {
+            let response = self.http.request(request).await.map_err(|e| Failure {
+                retry: true,
+                message: format!("connection failed: {e}"),
+            })?;
+            let status = response.status();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Failure {
+                    retry: true,
+                    message: format!("reading the response: {e}"),
+                })?
+                .to_bytes();
+            Ok((status, body))
+        };
+        match tokio::time::timeout(self.config.timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure {
+                retry: true,
+                message: format!("no answer within {:?}", self.config.timeout),
+            }),
+        }
+    }
+
+    /// An exchange with retries, returning the JSON of a 2xx answer.
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, AgentError> {
+        let mut attempt = 0;
+        loop {
+            let failure = match self.exchange(method.clone(), path, body).await {
+                Ok((status, bytes)) if status.is_success() => {
+                    return serde_json::from_slice(&bytes)
+                        .map_err(|e| self.error(format!("{path}: the answer is not JSON: {e}")));
+                }
+                Ok((status, bytes)) => Failure {
+                    retry: status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS,
+                    message: format!("{path}: HTTP {status}: {}", error_message(&bytes)),
+                },
+                Err(failure) => failure,
+            };
+            if !failure.retry || attempt >= self.config.max_retries {
+                let tries = if failure.retry {
+                    format!(" (after {} attempts)", attempt + 1)
+                } else {
+                    String::new()
+                };
+                return Err(self.error(format!("{}{tries}", failure.message)));
+            }
+            let delay = self.config.backoff.saturating_mul(1 << attempt.min(16));
+            tracing::warn!(url = %self.base, attempt, "{}; retrying in {delay:?}", failure.message);
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    /// The served model and its context length, asked once.
+    async fn model_info(&self) -> Result<&ModelInfo, AgentError> {
+        self.info
+            .get_or_try_init(|| async {
+                if let (Some(name), Some(len)) = (&self.config.model, self.config.max_model_len) {
+                    return Ok(ModelInfo {
+                        name: name.clone(),
+                        max_model_len: Some(len),
+                    });
+                }
+                let models = self.call(Method::GET, "/v1/models", None).await?;
+                let data = models["data"].as_array().cloned().unwrap_or_default();
+                let card = match &self.config.model {
+                    Some(name) => data.iter().find(|m| m["id"].as_str() == Some(name)),
+                    None => data.first(),
+                };
+                let name = match (&self.config.model, card) {
+                    (Some(name), _) => name.clone(),
+                    (None, Some(card)) => card["id"]
+                        .as_str()
+                        .ok_or_else(|| self.error("/v1/models: `data[0].id` is not a string"))?
+                        .to_string(),
+                    (None, None) => return Err(self.error("/v1/models: `data` lists no model")),
+                };
+                let max_model_len = self.config.max_model_len.or_else(|| {
+                    card.and_then(|c| c["max_model_len"].as_u64())
+                        .and_then(|n| usize::try_from(n).ok())
+                });
+                Ok(ModelInfo {
+                    name,
+                    max_model_len,
+                })
+            })
+            .await
+    }
+
+    /// The completion request of a turn.
+    fn request_body(&self, model: &str, spec: &TurnSpec, max_tokens: usize) -> Value {
+        let mut body = json!({
+            "model": model,
+            "prompt": spec.context,
+            "max_tokens": max_tokens,
+            "seed": spec.seed,
+            "n": 1,
+            "stream": false,
+            "include_stop_str_in_output": true,
+            "skip_special_tokens": false,
+            "spaces_between_special_tokens": false,
+            "return_token_ids": true,
+        });
+        if !self.config.stop_strings.is_empty() {
+            body["stop"] = json!(self.config.stop_strings);
+        }
+        if self.config.logprobs {
+            body["logprobs"] = json!(1);
+        }
+        match self.config.sampling {
+            Sampling::Greedy => body["temperature"] = json!(0.0),
+            Sampling::Temperature { temperature } => body["temperature"] = json!(temperature),
+            Sampling::TopK { k, temperature } => {
+                body["temperature"] = json!(temperature);
+                body["top_k"] = json!(k);
+            }
+            Sampling::TopP { p, temperature } => {
+                body["temperature"] = json!(temperature);
+                body["top_p"] = json!(p);
+            }
+        }
+        body
+    }
+
+    /// Reads the first choice of a completion answer into a turn.
+    fn read_choice(&self, answer: &Value) -> Result<TurnSample, AgentError> {
+        let choice = answer["choices"]
+            .get(0)
+            .ok_or_else(|| self.error("/v1/completions: the answer has no `choices[0]`"))?;
+        let tokens: Vec<u32> = match choice.get("token_ids").filter(|v| !v.is_null()) {
+            Some(ids) => serde_json::from_value(ids.clone())
+                .map_err(|e| self.error(format!("/v1/completions: `choices[0].token_ids`: {e}")))?,
+            None => {
+                let text = choice["text"].as_str().ok_or_else(|| {
+                    self.error("/v1/completions: `choices[0].text` is not a string")
+                })?;
+                self.tokenizer
+                    .encode(text)
+                    .map_err(|e| self.error(format!("tokenizing `choices[0].text`: {e}")))?
+            }
+        };
+        let logprobs: Vec<f32> = choice["logprobs"]["token_logprobs"]
+            .as_array()
+            .map(|lps| {
+                lps.iter()
+                    .map(|v| v.as_f64().map(|x| x as f32))
+                    .collect::<Option<Vec<f32>>>()
+                    .unwrap_or_default()
+            })
+            .filter(|lps| lps.len() == tokens.len())
+            .unwrap_or_default();
+        Ok(TurnSample {
+            tokens,
+            logprobs,
+            entropies: Vec::new(),
+        })
+    }
+
+    async fn turn(&self, spec: TurnSpec) -> Result<TurnSample, AgentError> {
+        if spec.context.is_empty() {
+            return Err(self.error("the context is empty"));
+        }
+        let info = self.model_info().await?;
+        let max_tokens = match info.max_model_len {
+            Some(len) => spec
+                .max_new_tokens
+                .min(len.saturating_sub(spec.context.len())),
+            None => spec.max_new_tokens,
+        };
+        if max_tokens == 0 {
+            if info
+                .max_model_len
+                .is_some_and(|len| spec.context.len() > len)
+            {
+                return Err(self.error(format!(
+                    "the context has {} tokens; the server's model takes at most {}",
+                    spec.context.len(),
+                    info.max_model_len.unwrap_or(0)
+                )));
+            }
+            return Ok(TurnSample::default());
+        }
+        let body = self.request_body(&info.name, &spec, max_tokens);
+        let answer = self
+            .call(Method::POST, "/v1/completions", Some(&body))
+            .await?;
+        self.read_choice(&answer)
+    }
+}
+
+/// The message of an error answer: OpenAI's `error.message`, FastAPI's `detail`, or the text.
+fn error_message(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) => v["error"]["message"]
+            .as_str()
+            .or_else(|| v["detail"].as_str())
+            .or_else(|| v["message"].as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| text.into_owned()),
+        Err(_) => text.chars().take(500).collect(),
+    }
+}
+
+impl TurnGenerator for RemoteEngine {
+    fn name(&self) -> String {
+        self.config
+            .name
+            .clone()
+            .unwrap_or_else(|| self.base.clone())
+    }
+
+    fn kv_capacity(&self) -> u64 {
+        self.config.kv_capacity
+    }
+
+    fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>> {
+        Box::pin(async move { self.turn(spec).await.map_err(BoxError::from) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(url: &str) -> Result<RemoteEngine, AgentError> {
+        RemoteEngine::new(
+            RemoteEngineConfig::new(url, vec!["</c>".into()]),
+            Arc::new(Tokenizer::char()),
+        )
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(engine("http://h:1/v1/").unwrap().base, "http://h:1");
+        assert_eq!(engine("http://h:1").unwrap().base, "http://h:1");
+        let err = engine("https://h:1").unwrap_err().to_string();
+        assert!(
+            err.starts_with("remote engine https://h:1: the URL must start with http://"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn request_and_answer() {
+        let mut e = engine("http://h:1").unwrap();
+        e.config.sampling = Sampling::TopK {
+            k: 5,
+            temperature: 0.5,
+        };
+        let spec = TurnSpec {
+            rollout: 1,
+            turn: 2,
+            context: vec![3, 4],
+            max_new_tokens: 9,
+            seed: 11,
+        };
+        let body = e.request_body("m", &spec, 7);
+        assert_eq!(body["prompt"], json!([3, 4]));
+        assert_eq!(body["max_tokens"], 7);
+        assert_eq!(body["seed"], 11);
+        assert_eq!(body["stop"], json!(["</c>"]));
+        assert_eq!(body["top_k"], 5);
+        assert_eq!(body["temperature"], 0.5);
+        assert_eq!(body["logprobs"], 1);
+        // Token ids win over the text; log-probs that do not line up are dropped.
+        let answer = json!({"choices": [{"text": "zz", "token_ids": [9, 8, 7], "logprobs": {"token_logprobs": [-0.5, -1.0, -0.25]}}]});
+        let s = e.read_choice(&answer).unwrap();
+        assert_eq!(
+            (s.tokens, s.logprobs),
+            (vec![9, 8, 7], vec![-0.5, -1.0, -0.25])
+        );
+        let answer = json!({"choices": [{"text": "ab", "logprobs": {"token_logprobs": [-0.5]}}]});
+        let s = e.read_choice(&answer).unwrap();
+        let tok = Tokenizer::char();
+        assert_eq!(s.tokens, tok.encode("ab").unwrap());
+        assert!(s.logprobs.is_empty());
+        let err = e
+            .read_choice(&json!({"choices": []}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no `choices[0]`"), "{err}");
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(error_message(br#"{"error": {"message": "bad"}}"#), "bad");
+        assert_eq!(error_message(br#"{"detail": "Not Found"}"#), "Not Found");
+        assert_eq!(error_message(b"oops"), "oops");
+    }
+}

@@ -1,0 +1,615 @@
+//! Scheduled rollouts: many problems × samples through [`rstar_scheduler::Dispatcher`], each
+//! turn written by one of several [`TurnGenerator`]s and each tool call run asynchronously.
+//!
+//! Where [`rollout`](crate::rollout::rollout) drives one policy in lock step (every active
+//! episode generates, then every pending call runs), this driver lets each rollout move on its
+//! own: the dispatcher admits rollouts to engines by policy (`static`, `least-requests`,
+//! `kv-aware`), a rollout's tool call starts the moment its turn ends, and its next turn is
+//! queued the moment the call returns. The [`Episode`] of each rollout stays the source of
+//! truth (template, tool-call parsing, termination rules, loss mask, per-token statistics);
+//! the dispatcher's own [`rstar_scheduler::RolloutState`] only follows it:
+//!
+//! - an adapter implementing [`rstar_scheduler::Engine`] wraps each generator: it builds a
+//!   [`TurnSpec`] from the episode's context and remaining budget, with the seed
+//!   `mix(mix(seed, rollout), turn)`, pushes the sample into the episode and reports a tool
+//!   call to the dispatcher when the episode asks for tools (or has already answered a
+//!   malformed call itself). An episode that is already done answers an empty turn without a
+//!   call, which stops the rollout in the dispatcher;
+//! - an adapter implementing [`rstar_scheduler::ToolRunner`] runs the episode's pending calls
+//!   concurrently on an [`AsyncTools`] (the sandboxed [`rstar_toolenv::Pool`] through
+//!   [`PoolTools`], or any async function through [`FnTools`]), pushes the outcomes and
+//!   returns the tool turn's tokens.
+//!
+//! Every rollout samples with seeds of its own, so the trajectories do not depend on the
+//! policy, the number of engines or the order in which turns finish (a local engine batches
+//! turns as they arrive; up to float rounding, a turn samples the same tokens in any batch).
+//! Rollout `p * samples + s` is sample `s` of prompt `p`, and the output is prompt-major.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use rstar_agent::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
+//! use rstar_agent::rollout::Prompt;
+//! use rstar_agent::scheduled::{FnTools, ScheduleConfig, run_scheduled_blocking};
+//! use rstar_agent::template::Template;
+//! use rstar_agent::toolcall::{ToolCall, ToolOutcome};
+//! use rstar_policy::{Qwen, QwenConfig, Tokenizer};
+//! use burn::tensor::Device;
+//!
+//! let model = Qwen::random(QwenConfig::tiny_char(), 0, &Device::flex()).unwrap();
+//! let stops = Template::compact().stop_strings().iter().map(|s| s.to_string()).collect();
+//! let engine = LocalEngine::spawn(model, Tokenizer::char(), LocalEngineConfig::new(stops));
+//! let generators: Vec<Arc<dyn TurnGenerator>> = vec![Arc::new(engine)];
+//! let tools = Arc::new(FnTools(|_call: ToolCall| async {
+//!     ToolOutcome::code_judge(true, "", "6\n", "", 0.0)
+//! }));
+//! let mut config = ScheduleConfig::compact(7);
+//! config.limits.max_response_tokens = 16; // an untrained model writes noise: keep it short
+//! let tok = SharedTokenizer(Arc::new(Tokenizer::char()));
+//! let prompts = [Prompt::new("p0", "What is 2*3?", "6")];
+//! let out = run_scheduled_blocking(generators, tok, tools, &prompts, 2, &config).unwrap();
+//! assert_eq!(out.rollout.trajectories.len(), 2);
+//! assert!(out.rollout.trajectories.iter().all(|t| t.response_ids.len() <= 16));
+//! ```
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rstar_scheduler::{
+    BoxError, BoxFuture, DispatchPolicy, DispatchStats, Dispatcher, Engine, KvRetention,
+    RolloutRequest, ToolOutput, ToolRunner, TurnOutput, TurnRequest,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{TurnGenerator, TurnSpec};
+use crate::episode::{Episode, Limits, Score, Step, TextTokenizer, TokenStats};
+use crate::error::AgentError;
+use crate::rollout::{Prompt, RolloutOutput, RolloutStats, mix_seed, outcome_of};
+use crate::template::{Template, TemplateFormat};
+use crate::toolcall::{ToolCall, ToolName, ToolOutcome};
+
+/// Runs tool calls asynchronously; a failure in the sandbox is an outcome, not an error.
+pub trait AsyncTools: Send + Sync {
+    /// Runs one call. `history` holds the code of the rollout's earlier `jupyter_code` calls,
+    /// which a stateful executor replays first (empty for the first call and for
+    /// `python_code_with_standard_io`).
+    fn run(&self, call: ToolCall, history: Vec<String>) -> BoxFuture<'_, ToolOutcome>;
+}
+
+/// An async function as the tools (tests, scripted environments). It gets the call only.
+#[derive(Debug, Clone)]
+pub struct FnTools<F>(pub F);
+
+impl<F, Fut> AsyncTools for FnTools<F>
+where
+    F: Fn(ToolCall) -> Fut + Send + Sync,
+    Fut: Future<Output = ToolOutcome> + Send + 'static,
+{
+    fn run(&self, call: ToolCall, _history: Vec<String>) -> BoxFuture<'_, ToolOutcome> {
+        Box::pin((self.0)(call))
+    }
+}
+
+/// The sandboxed Python pool of [`rstar_toolenv`] (the async [`rstar_toolenv::Pool`]; a
+/// [`rstar_toolenv::BlockingPool`] gives it with `pool()`).
+#[derive(Debug, Clone)]
+pub struct PoolTools {
+    /// The pool.
+    pub pool: rstar_toolenv::Pool,
+    /// Per-call wall-clock limit; `None` uses the pool's.
+    pub timeout: Option<Duration>,
+}
+
+impl AsyncTools for PoolTools {
+    fn run(&self, call: ToolCall, history: Vec<String>) -> BoxFuture<'_, ToolOutcome> {
+        let call = match call.name {
+            ToolName::PythonCodeWithStandardIo => {
+                rstar_toolenv::ToolCall::python(call.code, call.input)
+            }
+            ToolName::JupyterCode => rstar_toolenv::ToolCall::jupyter(call.code, history),
+        };
+        let call = match self.timeout {
+            Some(t) => call.with_timeout(t),
+            None => call,
+        };
+        Box::pin(async move { outcome_of(&self.pool.run(call).await) })
+    }
+}
+
+/// How a scheduled rollout runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleConfig {
+    /// The prompt template (the generators must stop on its stop strings).
+    pub template: TemplateFormat,
+    /// Turn and token limits of every episode.
+    pub limits: Limits,
+    /// The seed of the whole run; turn `t` of rollout `r` samples with `mix(mix(seed, r), t)`.
+    pub seed: u64,
+    /// How rollouts are assigned to generators.
+    pub policy: DispatchPolicy,
+    /// What happens to a rollout's KV cache while its tool call runs.
+    pub retention: KvRetention,
+    /// Keep per-token entropies, log-probabilities and token texts in the trajectories (when
+    /// the generators report them); otherwise they are dropped to keep files small.
+    pub record_entropy: bool,
+}
+
+impl ScheduleConfig {
+    /// The embedded default: compact template and limits, `kv-aware` dispatch keeping KV
+    /// caches during tool calls, no per-token statistics.
+    pub fn compact(seed: u64) -> Self {
+        ScheduleConfig {
+            template: TemplateFormat::Compact,
+            limits: Limits::compact(),
+            seed,
+            policy: DispatchPolicy::KvAware,
+            retention: KvRetention::Keep,
+            record_entropy: false,
+        }
+    }
+}
+
+/// Where a scheduled run stands, as passed to a [`ProgressFn`].
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Progress {
+    /// Rollouts finished.
+    pub done: usize,
+    /// Rollouts in the run.
+    pub total: usize,
+    /// Tokens sampled so far by every generator.
+    pub generated_tokens: usize,
+    /// Seconds since the dispatch started.
+    pub elapsed_secs: f64,
+}
+
+/// Called each time a rollout finishes (from the dispatcher's tasks: keep it cheap).
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// The output of a scheduled run: the trajectories and counters of
+/// [`rollout`](crate::rollout::rollout), plus the dispatcher's.
+#[derive(Debug, Clone)]
+pub struct ScheduledOutput {
+    /// The scored trajectories, prompt-major (`trajectories[p * samples + s]`), and counters:
+    /// `rounds` counts generated turns, `generate_secs` is the wall time of the whole dispatch
+    /// (turns and tool calls overlap), `tool_secs` the summed duration of the tool calls.
+    pub rollout: RolloutOutput,
+    /// The dispatcher's counters (peak KV reservations, peak concurrent tool calls, …).
+    pub dispatch: DispatchStats,
+    /// Per generator, the turns it wrote.
+    pub turns_per_engine: Vec<usize>,
+}
+
+struct Slot<T: TextTokenizer> {
+    /// Taken out when the dispatch is over (the dispatcher's fire-and-forget `release` tasks
+    /// may still hold the adapters, so the shared state cannot be unwrapped).
+    episode: Option<Episode<T>>,
+    /// Response tokens up to the end of the last assistant turn: the tool turn starts here.
+    tool_start: usize,
+    /// Whether the episode's end has been counted.
+    counted: bool,
+    /// Whether the episode's assistant turns carry token statistics (set by the first turn).
+    with_stats: Option<bool>,
+}
+
+struct Shared<T: TextTokenizer> {
+    slots: Vec<Mutex<Slot<T>>>,
+    max_response: usize,
+    seed: u64,
+    record_entropy: bool,
+    generated: AtomicUsize,
+    turns: AtomicUsize,
+    tool_calls: AtomicUsize,
+    tool_micros: AtomicUsize,
+    done: AtomicUsize,
+    started: Instant,
+    progress: Option<ProgressFn>,
+}
+
+impl<T: TextTokenizer> Slot<T> {
+    fn ep(&self) -> Result<&Episode<T>, BoxError> {
+        self.episode
+            .as_ref()
+            .ok_or_else(|| "the rollout was already collected".into())
+    }
+
+    fn ep_mut(&mut self) -> Result<&mut Episode<T>, BoxError> {
+        self.episode
+            .as_mut()
+            .ok_or_else(|| "the rollout was already collected".into())
+    }
+}
+
+impl<T: TextTokenizer> Shared<T> {
+    fn slot(&self, rollout: u64) -> Result<std::sync::MutexGuard<'_, Slot<T>>, BoxError> {
+        let slot = self
+            .slots
+            .get(rollout as usize)
+            .ok_or_else(|| format!("unknown rollout {rollout}"))?;
+        // A panic while holding the lock would have failed the run already.
+        Ok(slot.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn response_len(&self, episode: &Episode<T>) -> usize {
+        self.max_response - episode.remaining_tokens()
+    }
+
+    /// Counts the episode's end once and reports progress.
+    fn note_done(&self, slot: &mut Slot<T>) {
+        let done = matches!(
+            slot.episode.as_ref().map(Episode::step),
+            Some(Step::Done(_))
+        );
+        if slot.counted || !done {
+            return;
+        }
+        slot.counted = true;
+        let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(progress) = &self.progress {
+            progress(Progress {
+                done,
+                total: self.slots.len(),
+                generated_tokens: self.generated.load(Ordering::SeqCst),
+                elapsed_secs: self.started.elapsed().as_secs_f64(),
+            });
+        }
+    }
+}
+
+struct EngineAdapter<T: TextTokenizer> {
+    generator: Arc<dyn TurnGenerator>,
+    shared: Arc<Shared<T>>,
+    turns: Arc<AtomicUsize>,
+}
+
+impl<T: TextTokenizer + Send + 'static> Engine for EngineAdapter<T> {
+    fn kv_capacity(&self) -> u64 {
+        self.generator.kv_capacity()
+    }
+
+    fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
+        self.generator.free_kv_tokens()
+    }
+
+    fn generate(&self, request: TurnRequest) -> BoxFuture<'_, Result<TurnOutput, BoxError>> {
+        Box::pin(async move {
+            let shared = &self.shared;
+            let spec = {
+                let slot = shared.slot(request.rollout)?;
+                match slot.ep()?.step() {
+                    Step::Generate { max_tokens } => TurnSpec {
+                        rollout: request.rollout,
+                        turn: request.turn,
+                        context: slot.ep()?.context_ids(),
+                        max_new_tokens: max_tokens,
+                        seed: mix_seed(mix_seed(shared.seed, request.rollout), request.turn.into()),
+                    },
+                    // Done (e.g. the tool turn did not fit): an empty turn without a call
+                    // ends the rollout in the dispatcher too.
+                    _ => return Ok(TurnOutput::default()),
+                }
+            };
+            let max_tokens = spec.max_new_tokens;
+            let sample = self.generator.generate(spec).await?;
+            shared
+                .generated
+                .fetch_add(sample.tokens.len(), Ordering::SeqCst);
+            shared.turns.fetch_add(1, Ordering::SeqCst);
+            self.turns.fetch_add(1, Ordering::SeqCst);
+            let kept = sample.tokens[..sample.tokens.len().min(max_tokens)].to_vec();
+            let mut slot = shared.slot(request.rollout)?;
+            let before = shared.response_len(slot.ep()?);
+            let has_stats = shared.record_entropy
+                && sample.entropies.len() == sample.tokens.len()
+                && sample.logprobs.len() == sample.tokens.len();
+            // An empty turn says nothing about the generator: it follows the episode's earlier
+            // turns (an episode takes statistics for all its turns or for none).
+            let with_stats = match slot.with_stats {
+                Some(before) if sample.tokens.is_empty() => before,
+                _ => has_stats,
+            };
+            slot.with_stats = Some(with_stats);
+            let step = if with_stats {
+                let stats = TokenStats {
+                    entropies: sample.entropies,
+                    logprobs: sample.logprobs,
+                };
+                slot.ep_mut()?
+                    .push_assistant_sampled(&sample.tokens, stats)?
+            } else {
+                slot.ep_mut()?.push_assistant_ids(&sample.tokens)?
+            };
+            // The tool turn (if any, and if a malformed call was already answered) starts
+            // right after the assistant turn.
+            slot.tool_start = before + kept.len();
+            let tool_call = match step {
+                Step::CallTools(calls) => Some(
+                    calls
+                        .iter()
+                        .map(ToolCall::to_hermes_json)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                ),
+                // Only malformed calls: the episode answered them already; the tool runner
+                // hands the dispatcher that tool turn.
+                Step::Generate { .. } => Some(String::new()),
+                Step::Done(_) => None,
+            };
+            shared.note_done(&mut slot);
+            Ok(TurnOutput {
+                tokens: kept,
+                tool_call,
+            })
+        })
+    }
+}
+
+struct ToolAdapter<T: TextTokenizer> {
+    tools: Arc<dyn AsyncTools>,
+    shared: Arc<Shared<T>>,
+}
+
+impl<T: TextTokenizer + Send + 'static> ToolRunner for ToolAdapter<T> {
+    fn run(&self, call: rstar_scheduler::ToolCall) -> BoxFuture<'_, Result<ToolOutput, BoxError>> {
+        Box::pin(async move {
+            let shared = &self.shared;
+            let (calls, history) = {
+                let slot = shared.slot(call.rollout)?;
+                match slot.ep()?.step() {
+                    Step::CallTools(calls) => {
+                        let history: Vec<String> = slot
+                            .ep()?
+                            .tool_calls()
+                            .iter()
+                            .filter_map(|r| r.call.as_ref())
+                            .filter(|c| c.name == ToolName::JupyterCode)
+                            .map(|c| c.code.clone())
+                            .collect();
+                        (calls, history)
+                    }
+                    _ => (Vec::new(), Vec::new()),
+                }
+            };
+            let outcomes = if calls.is_empty() {
+                Vec::new()
+            } else {
+                let started = Instant::now();
+                let outcomes = run_concurrently(&self.tools, calls, history).await?;
+                shared
+                    .tool_calls
+                    .fetch_add(outcomes.len(), Ordering::SeqCst);
+                let micros = usize::try_from(started.elapsed().as_micros()).unwrap_or(usize::MAX);
+                shared.tool_micros.fetch_add(micros, Ordering::SeqCst);
+                outcomes
+            };
+            let mut slot = shared.slot(call.rollout)?;
+            if !outcomes.is_empty() {
+                slot.ep_mut()?.push_tool_outcomes(outcomes)?;
+            }
+            let context = slot.ep()?.context_ids();
+            let from = slot.ep()?.prompt_ids().len() + slot.tool_start;
+            let tokens = context.get(from..).unwrap_or_default().to_vec();
+            shared.note_done(&mut slot);
+            Ok(ToolOutput { tokens })
+        })
+    }
+}
+
+/// Runs one turn's calls at once; outcomes in call order. Within one turn a stateful call sees
+/// the history before the turn.
+async fn run_concurrently(
+    tools: &Arc<dyn AsyncTools>,
+    calls: Vec<ToolCall>,
+    history: Vec<String>,
+) -> Result<Vec<ToolOutcome>, BoxError> {
+    if calls.len() == 1 {
+        let call = calls.into_iter().next().expect("one call");
+        return Ok(vec![tools.run(call, history).await]);
+    }
+    let mut set = tokio::task::JoinSet::new();
+    let n = calls.len();
+    for (i, call) in calls.into_iter().enumerate() {
+        let tools = Arc::clone(tools);
+        let history = history.clone();
+        set.spawn(async move { (i, tools.run(call, history).await) });
+    }
+    let mut outcomes: Vec<Option<ToolOutcome>> = vec![None; n];
+    while let Some(joined) = set.join_next().await {
+        let (i, outcome) = joined.map_err(|e| format!("a tool task failed: {e}"))?;
+        outcomes[i] = Some(outcome);
+    }
+    Ok(outcomes.into_iter().flatten().collect())
+}
+
+/// Checks every ground truth before anything runs, naming the problem.
+fn check_answers(prompts: &[Prompt]) -> Result<(), AgentError> {
+    for p in prompts {
+        if let Err(err) = rstar_verifier::verify("", &p.answer) {
+            return Err(AgentError::Problem {
+                id: p.id.clone(),
+                message: format!("ground truth {:?}: {err}", p.answer),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Scores an episode's assistant text with [`rstar_verifier::verify`].
+fn score(text: &str, answer: &str) -> Score {
+    match rstar_verifier::verify(text, answer) {
+        Ok(v) => Score {
+            answer: v.extracted,
+            reward: f32::from(v.reward),
+        },
+        Err(_) => Score {
+            answer: None,
+            reward: 0.0,
+        },
+    }
+}
+
+/// Rolls out `samples` episodes of every prompt through a [`Dispatcher`] over `generators`,
+/// runs tool calls on `tools`, and scores every trajectory. `progress` is called each time a
+/// rollout finishes.
+///
+/// # Errors
+/// [`AgentError::Problem`] for a ground truth the verifier cannot score (before anything
+/// runs), [`AgentError::Scheduler`] when there is no generator, a `kv-aware` reservation fits
+/// no generator, or a generator fails (its message is kept), [`AgentError::EpisodeState`]
+/// when the loop and the episodes disagree (a bug).
+pub async fn run_scheduled<T>(
+    generators: Vec<Arc<dyn TurnGenerator>>,
+    tokenizer: T,
+    tools: Arc<dyn AsyncTools>,
+    prompts: &[Prompt],
+    samples: usize,
+    config: &ScheduleConfig,
+    progress: Option<ProgressFn>,
+) -> Result<ScheduledOutput, AgentError>
+where
+    T: TextTokenizer + Clone + Send + 'static,
+{
+    check_answers(prompts)?;
+    let template = Template::of(config.template);
+    let mut slots = Vec::with_capacity(prompts.len() * samples);
+    for p in prompts {
+        for s in 0..samples {
+            let episode = Episode::new(
+                tokenizer.clone(),
+                &template,
+                config.limits.clone(),
+                &p.problem,
+            )
+            .with_id(p.id.clone(), s as u32)
+            .with_ground_truth(p.answer.clone());
+            slots.push(Mutex::new(Slot {
+                episode: Some(episode),
+                tool_start: 0,
+                counted: false,
+                with_stats: None,
+            }));
+        }
+    }
+    let requests: Vec<RolloutRequest> = slots
+        .iter()
+        .enumerate()
+        .map(|(i, slot)| RolloutRequest {
+            id: i as u64,
+            prompt: slot
+                .lock()
+                .map(|s| s.ep().map(|e| e.prompt_ids().to_vec()).unwrap_or_default())
+                .unwrap_or_default(),
+            max_response_tokens: config.limits.max_response_tokens as u64,
+            // One more than the episode allows: the episode ends a rollout first, and an
+            // episode done after its tool turn is stopped with one empty turn.
+            max_turns: u32::try_from(config.limits.max_assistant_turns)
+                .unwrap_or(u32::MAX - 1)
+                .saturating_add(1),
+        })
+        .collect();
+    let shared = Arc::new(Shared {
+        slots,
+        max_response: config.limits.max_response_tokens,
+        seed: config.seed,
+        record_entropy: config.record_entropy,
+        generated: AtomicUsize::new(0),
+        turns: AtomicUsize::new(0),
+        tool_calls: AtomicUsize::new(0),
+        tool_micros: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        started: Instant::now(),
+        progress,
+    });
+    let counters: Vec<Arc<AtomicUsize>> = generators
+        .iter()
+        .map(|_| Arc::new(AtomicUsize::new(0)))
+        .collect();
+    let engines: Vec<Arc<dyn Engine>> = generators
+        .into_iter()
+        .zip(&counters)
+        .map(|(generator, turns)| {
+            Arc::new(EngineAdapter {
+                generator,
+                shared: Arc::clone(&shared),
+                turns: Arc::clone(turns),
+            }) as Arc<dyn Engine>
+        })
+        .collect();
+    let runner = Arc::new(ToolAdapter {
+        tools,
+        shared: Arc::clone(&shared),
+    });
+    let report = Dispatcher::new(engines, runner)
+        .policy(config.policy)
+        .retention(config.retention)
+        .run(requests)
+        .await?;
+    let elapsed = shared.started.elapsed().as_secs_f64();
+    let stats = RolloutStats {
+        rounds: shared.turns.load(Ordering::SeqCst),
+        generated_tokens: shared.generated.load(Ordering::SeqCst),
+        tool_calls: shared.tool_calls.load(Ordering::SeqCst),
+        generate_secs: elapsed,
+        tool_secs: shared.tool_micros.load(Ordering::SeqCst) as f64 / 1e6,
+    };
+    let mut trajectories = Vec::with_capacity(shared.slots.len());
+    for (slot, p) in shared
+        .slots
+        .iter()
+        .zip(prompts.iter().flat_map(|p| std::iter::repeat_n(p, samples)))
+    {
+        let episode = slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .episode
+            .take()
+            .ok_or_else(|| AgentError::EpisodeState("a rollout was collected twice".into()))?;
+        let mut t = episode.finish_scored(|text| score(text, &p.answer))?;
+        if !config.record_entropy {
+            t.entropies.clear();
+            t.token_logprobs.clear();
+            t.token_texts.clear();
+        }
+        trajectories.push(t);
+    }
+    Ok(ScheduledOutput {
+        rollout: RolloutOutput {
+            trajectories,
+            stats,
+        },
+        dispatch: report.stats,
+        turns_per_engine: counters.iter().map(|c| c.load(Ordering::SeqCst)).collect(),
+    })
+}
+
+/// [`run_scheduled`] on a tokio runtime of its own (current-thread: local engines generate on
+/// their own threads and the sandbox pool runs on its own runtime), without progress.
+///
+/// # Errors
+/// As [`run_scheduled`], and [`AgentError::Io`] when the runtime cannot start.
+pub fn run_scheduled_blocking<T>(
+    generators: Vec<Arc<dyn TurnGenerator>>,
+    tokenizer: T,
+    tools: Arc<dyn AsyncTools>,
+    prompts: &[Prompt],
+    samples: usize,
+    config: &ScheduleConfig,
+) -> Result<ScheduledOutput, AgentError>
+where
+    T: TextTokenizer + Clone + Send + 'static,
+{
+    runtime()?.block_on(run_scheduled(
+        generators, tokenizer, tools, prompts, samples, config, None,
+    ))
+}
+
+/// A current-thread tokio runtime with IO and timers.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, AgentError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| AgentError::Io {
+            path: "<tokio runtime>".into(),
+            source,
+        })
+}

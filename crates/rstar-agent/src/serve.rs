@@ -1,0 +1,1351 @@
+//! `rstar serve`: a policy behind the OpenAI-compatible HTTP API that vLLM, SGLang and
+//! llama.cpp speak, so the same clients (the `openai` Python package, `curl`, our own
+//! [`RemoteEngine`](crate::remote::RemoteEngine)) talk to our model and to theirs.
+//!
+//! Routes:
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /v1/completions` | continue a prompt (a string, token ids, or a list of either) |
+//! | `POST /v1/chat/completions` | `messages` rendered with the template's chat layout, then continued |
+//! | `GET /v1/models` | the one served model, with vLLM's `max_model_len` |
+//! | `GET /health` | 200 while the server runs |
+//!
+//! Requests are answered by [`LocalEngine`]s, so concurrent requests (and the `n` choices of
+//! one request) are batched into one generation call. Each request carries its own sampler and
+//! stop strings ([`TurnOptions`]); choice `j` samples with seed `seed + j`, so a seeded request
+//! returns the same tokens whichever batch it lands in (up to float rounding).
+//!
+//! Beyond OpenAI's fields the server reads vLLM's `top_k`, `ignore_eos` and
+//! `include_stop_str_in_output`, and every choice carries vLLM's `token_ids` (the generated ids,
+//! a stop string's or EOS token included) and `stop_reason`. Log-probabilities are the model's at
+//! temperature 1 (what the trainer recomputes); `top_logprobs` is not reported. Bad requests get
+//! a 400 with OpenAI's error body, `{"error": {"message", "type", "param", "code"}}`, naming
+//! the field.
+//!
+//! ```no_run
+//! use burn::tensor::Device;
+//! use rstar_agent::serve::{ServeConfig, start};
+//! use rstar_policy::{Qwen, QwenConfig, Tokenizer};
+//!
+//! # async fn run() -> Result<(), rstar_agent::AgentError> {
+//! let model = Qwen::random(QwenConfig::tiny_char(), 0, &Device::flex())?;
+//! let mut config = ServeConfig::new("tiny");
+//! config.port = 0; // a free port
+//! let server = start(model, Tokenizer::char(), config).await?;
+//! println!("serving on {}", server.url());
+//! server.shutdown().await?;
+//! # Ok(()) }
+//! ```
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use rstar_policy::{FinishReason, Generation, Qwen, Sampling, Tokenizer};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use crate::engine::{LocalEngine, LocalEngineConfig, TurnOptions, TurnSpec};
+use crate::error::AgentError;
+use crate::template::{Template, TemplateFormat};
+
+/// How [`start`] serves a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeConfig {
+    /// The address to bind (loopback by default).
+    pub host: IpAddr,
+    /// The port; 0 picks a free one ([`ServerHandle::addr`] tells which).
+    pub port: u16,
+    /// The model's name in requests and responses (`model`); a request naming another model
+    /// gets a 404.
+    pub model_name: String,
+    /// Engines, each with its own copy of the model on its own thread (one per GPU; several
+    /// share the CPU).
+    pub engines: usize,
+    /// The most sequences in one batched generation call.
+    pub max_batch: usize,
+    /// How long an engine waits after the first waiting request for others to join its batch.
+    pub gather: Duration,
+    /// The chat layout of `/v1/chat/completions`.
+    pub template: TemplateFormat,
+    /// The largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// `max_tokens` of a completion request that gives none (OpenAI's default is 16); a chat
+    /// request without one may use the whole context.
+    pub default_max_tokens: usize,
+    /// The most choices (`n` times the prompts) one request may ask for.
+    pub max_choices: usize,
+}
+
+impl ServeConfig {
+    /// Loopback port 8000, one engine, batches of up to 64, 2 ms gathering, the ChatML layout,
+    /// 32 MiB bodies, 16 default completion tokens, at most 256 choices a request.
+    pub fn new(model_name: impl Into<String>) -> Self {
+        ServeConfig {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 8000,
+            model_name: model_name.into(),
+            engines: 1,
+            max_batch: 64,
+            gather: Duration::from_millis(2),
+            template: TemplateFormat::ChatMl,
+            max_body_bytes: 32 << 20,
+            default_max_tokens: 16,
+            max_choices: 256,
+        }
+    }
+
+    fn validate(&self) -> Result<(), AgentError> {
+        let bad = |m: &str| Err(AgentError::Serve(m.to_string()));
+        if self.engines == 0 {
+            return bad("`engines` must be at least 1");
+        }
+        if self.max_batch == 0 {
+            return bad("`max_batch` must be at least 1");
+        }
+        if self.model_name.is_empty() {
+            return bad("`model_name` must not be empty");
+        }
+        if self.max_choices == 0 {
+            return bad("`max_choices` must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// A running server: its address, and the way to stop it.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl ServerHandle {
+    /// The bound address (the real port when the config asked for 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL, `http://host:port` (append `/v1` for OpenAI clients).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting connections, lets in-flight requests finish, and stops the engines.
+    pub async fn shutdown(mut self) -> Result<(), AgentError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match (&mut self.task).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(AgentError::Serve(format!("serving {}: {e}", self.addr))),
+            Err(e) => Err(AgentError::Serve(format!("the server task failed: {e}"))),
+        }
+    }
+}
+
+/// Binds the configured address and serves `model` until [`ServerHandle::shutdown`]. Needs a
+/// multi-threaded tokio runtime.
+pub async fn start(
+    model: Qwen,
+    tokenizer: Tokenizer,
+    config: ServeConfig,
+) -> Result<ServerHandle, AgentError> {
+    let app = router(model, tokenizer, config.clone())?;
+    let addr = SocketAddr::new(config.host, config.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| AgentError::Serve(format!("binding {addr}: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| AgentError::Serve(format!("reading the bound address: {e}")))?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    Ok(ServerHandle {
+        addr,
+        stop: Some(stop),
+        task,
+    })
+}
+
+/// The routes of the API over `config.engines` engines serving `model`, for embedding in
+/// another axum application ([`start`] serves exactly this).
+pub fn router(
+    model: Qwen,
+    tokenizer: Tokenizer,
+    config: ServeConfig,
+) -> Result<Router, AgentError> {
+    config.validate()?;
+    let max_model_len = model.config.max_position_embeddings;
+    let vocab_size = model.config.vocab_size.min(tokenizer.vocab_size());
+    let eos = model.config.eos_token_ids.clone();
+    let engines = (0..config.engines)
+        .map(|i| {
+            let mut engine_config = LocalEngineConfig::new(Vec::new());
+            engine_config.eos = eos.clone();
+            engine_config.max_batch = config.max_batch;
+            engine_config.gather = config.gather;
+            engine_config.name = format!("serve-{i}");
+            Slot {
+                engine: LocalEngine::spawn(model.clone(), tokenizer.clone(), engine_config),
+                in_flight: AtomicUsize::new(0),
+            }
+        })
+        .collect();
+    let chat_system = default_system_turn(config.template);
+    let state = Arc::new(AppState {
+        engines,
+        tokenizer,
+        max_model_len,
+        vocab_size,
+        eos,
+        created: unix_now(),
+        requests: AtomicU64::new(0),
+        chat_system,
+        config: config.clone(),
+    });
+    Ok(Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .with_state(state))
+}
+
+struct Slot {
+    engine: LocalEngine,
+    in_flight: AtomicUsize,
+}
+
+struct AppState {
+    engines: Vec<Slot>,
+    tokenizer: Tokenizer,
+    max_model_len: usize,
+    /// Ids a prompt may hold: those both the model and the tokenizer know.
+    vocab_size: usize,
+    eos: Vec<u32>,
+    created: u64,
+    requests: AtomicU64,
+    /// The system turn a chat without a system message gets.
+    chat_system: String,
+    config: ServeConfig,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// An OpenAI-style error response.
+#[derive(Debug)]
+struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+    param: Option<String>,
+}
+
+impl ApiError {
+    fn invalid(param: Option<&str>, message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            kind: "invalid_request_error",
+            message: message.into(),
+            param: param.map(str::to_string),
+        }
+    }
+
+    fn field(param: &str, message: impl std::fmt::Display) -> Self {
+        ApiError::invalid(Some(param), format!("`{param}`: {message}"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "param": self.param,
+                "code": self.status.as_u16(),
+            }
+        });
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError {
+        status: StatusCode::NOT_FOUND,
+        kind: "not_found_error",
+        message: "no such route; the API serves POST /v1/completions, POST /v1/chat/completions, GET /v1/models and GET /health".into(),
+        param: None,
+    }
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        kind: "invalid_request_error",
+        message: "method not allowed on this route".into(),
+        param: None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request parsing
+
+/// The request body's bytes.
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|e| ApiError {
+        status: e.status(),
+        kind: "invalid_request_error",
+        message: format!("reading the request body: {}", e.body_text()),
+        param: None,
+    })
+}
+
+/// The JSON object of a request body.
+fn body_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::invalid(
+            None,
+            "the request body must be a JSON object",
+        )),
+        Err(e) => Err(ApiError::invalid(
+            None,
+            format!("the request body is not valid JSON: {e}"),
+        )),
+    }
+}
+
+/// An optional field (absent and `null` read as `None`); a wrong type names the field.
+fn field<T: DeserializeOwned>(obj: &Map<String, Value>, name: &str) -> Result<Option<T>, ApiError> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone())
+            .map(Some)
+            .map_err(|e| ApiError::field(name, e)),
+    }
+}
+
+/// Settings shared by both endpoints.
+#[derive(Debug)]
+struct Common {
+    sampling: Sampling,
+    /// Explicit `max_tokens`.
+    max_tokens: Option<usize>,
+    stop: Vec<String>,
+    seed: Option<u64>,
+    n: usize,
+    ignore_eos: bool,
+    include_stop: bool,
+}
+
+fn parse_common(
+    obj: &Map<String, Value>,
+    state: &AppState,
+    chat: bool,
+) -> Result<Common, ApiError> {
+    if let Some(model) = field::<String>(obj, "model")?
+        && model != state.config.model_name
+    {
+        return Err(ApiError {
+            status: StatusCode::NOT_FOUND,
+            kind: "not_found_error",
+            message: format!(
+                "the model `{model}` does not exist; this server serves `{}`",
+                state.config.model_name
+            ),
+            param: Some("model".into()),
+        });
+    }
+    if field::<bool>(obj, "stream")?.unwrap_or(false) {
+        return Err(ApiError::field("stream", "streaming is not supported"));
+    }
+    for name in ["presence_penalty", "frequency_penalty"] {
+        if field::<f64>(obj, name)?.is_some_and(|v| v != 0.0) {
+            return Err(ApiError::field(name, "only 0 is supported"));
+        }
+    }
+    if field::<f64>(obj, "repetition_penalty")?.is_some_and(|v| v != 1.0) {
+        return Err(ApiError::field("repetition_penalty", "only 1 is supported"));
+    }
+    if field::<Map<String, Value>>(obj, "logit_bias")?.is_some_and(|m| !m.is_empty()) {
+        return Err(ApiError::field("logit_bias", "is not supported"));
+    }
+    let temperature = field::<f32>(obj, "temperature")?.unwrap_or(1.0);
+    if !(temperature.is_finite() && temperature >= 0.0) {
+        return Err(ApiError::field("temperature", "must be a number ≥ 0"));
+    }
+    let top_p = field::<f32>(obj, "top_p")?.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ApiError::field("top_p", "must be in (0, 1]"));
+    }
+    let top_k = field::<i64>(obj, "top_k")?.unwrap_or(-1);
+    if top_k < -1 {
+        return Err(ApiError::field(
+            "top_k",
+            "must be -1 or 0 (off) or a positive count",
+        ));
+    }
+    let sampling = if temperature == 0.0 {
+        Sampling::Greedy
+    } else if top_k >= 1 && top_p < 1.0 {
+        return Err(ApiError::invalid(
+            Some("top_k"),
+            "`top_k` and `top_p` together are not supported; set one of them",
+        ));
+    } else if top_k >= 1 {
+        Sampling::TopK {
+            k: top_k as usize,
+            temperature,
+        }
+    } else if top_p < 1.0 {
+        Sampling::TopP {
+            p: top_p,
+            temperature,
+        }
+    } else {
+        Sampling::Temperature { temperature }
+    };
+    let mut max_tokens = field::<usize>(obj, "max_tokens")?;
+    if chat && let Some(m) = field::<usize>(obj, "max_completion_tokens")? {
+        max_tokens = Some(m);
+    }
+    if max_tokens == Some(0) {
+        return Err(ApiError::field("max_tokens", "must be at least 1"));
+    }
+    let stop = match obj.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(v) => serde_json::from_value::<Vec<String>>(v.clone())
+            .map_err(|_| ApiError::field("stop", "must be a string or a list of strings"))?,
+    };
+    if stop.iter().any(String::is_empty) {
+        return Err(ApiError::field("stop", "stop strings must not be empty"));
+    }
+    let n = field::<usize>(obj, "n")?.unwrap_or(1);
+    if n == 0 {
+        return Err(ApiError::field("n", "must be at least 1"));
+    }
+    if let Some(best_of) = field::<usize>(obj, "best_of")?
+        && best_of != n
+    {
+        return Err(ApiError::field(
+            "best_of",
+            "only `best_of` = `n` is supported",
+        ));
+    }
+    Ok(Common {
+        sampling,
+        max_tokens,
+        stop,
+        seed: field::<u64>(obj, "seed")?,
+        n,
+        ignore_eos: field::<bool>(obj, "ignore_eos")?.unwrap_or(false),
+        include_stop: field::<bool>(obj, "include_stop_str_in_output")?.unwrap_or(false),
+    })
+}
+
+/// The prompts of a completion request as token ids.
+fn parse_prompts(obj: &Map<String, Value>, state: &AppState) -> Result<Vec<Vec<u32>>, ApiError> {
+    let bad_shape = || {
+        ApiError::field(
+            "prompt",
+            "must be a string, a list of strings, a list of token ids or a list of lists of token ids",
+        )
+    };
+    let encode = |text: &str| {
+        state
+            .tokenizer
+            .encode(text)
+            .map_err(|e| ApiError::field("prompt", format!("cannot be tokenized: {e}")))
+    };
+    let ids = |values: &[Value]| -> Result<Vec<u32>, ApiError> {
+        values
+            .iter()
+            .map(|v| {
+                v.as_u64()
+                    .and_then(|id| u32::try_from(id).ok())
+                    .ok_or_else(bad_shape)
+            })
+            .collect()
+    };
+    let prompts = match obj.get("prompt") {
+        None | Some(Value::Null) => return Err(ApiError::field("prompt", "is required")),
+        Some(Value::String(s)) => vec![encode(s)?],
+        Some(Value::Array(items)) if items.is_empty() => {
+            return Err(ApiError::field("prompt", "must not be empty"));
+        }
+        Some(Value::Array(items)) => match &items[0] {
+            Value::Number(_) => vec![ids(items)?],
+            Value::String(_) => items
+                .iter()
+                .map(|v| v.as_str().ok_or_else(bad_shape).and_then(encode))
+                .collect::<Result<_, _>>()?,
+            Value::Array(_) => items
+                .iter()
+                .map(|v| v.as_array().ok_or_else(bad_shape).and_then(|a| ids(a)))
+                .collect::<Result<_, _>>()?,
+            _ => return Err(bad_shape()),
+        },
+        Some(_) => return Err(bad_shape()),
+    };
+    for (i, p) in prompts.iter().enumerate() {
+        if p.is_empty() {
+            return Err(ApiError::field("prompt", format!("prompt {i} is empty")));
+        }
+        if let Some(id) = p.iter().find(|&&id| id as usize >= state.vocab_size) {
+            return Err(ApiError::field(
+                "prompt",
+                format!(
+                    "token id {id} of prompt {i} is outside the vocabulary of {}",
+                    state.vocab_size
+                ),
+            ));
+        }
+    }
+    Ok(prompts)
+}
+
+/// The token budget of a prompt: the explicit `max_tokens` must fit the context (vLLM's rule),
+/// a default is cut to what fits.
+fn budget(
+    state: &AppState,
+    prompt_len: usize,
+    explicit: Option<usize>,
+    default: usize,
+) -> Result<usize, ApiError> {
+    let max = state.max_model_len;
+    if prompt_len >= max {
+        return Err(ApiError::invalid(
+            Some("prompt"),
+            format!(
+                "this model's maximum context length is {max} tokens; the prompt has {prompt_len}, which leaves no room for a completion"
+            ),
+        ));
+    }
+    match explicit {
+        Some(m) if prompt_len + m > max => Err(ApiError::invalid(
+            Some("max_tokens"),
+            format!(
+                "this model's maximum context length is {max} tokens; you requested {} ({prompt_len} in the prompt, {m} in the completion)",
+                prompt_len + m
+            ),
+        )),
+        Some(m) => Ok(m),
+        None => Ok(default.min(max - prompt_len)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generation
+
+/// Generates `n` choices for every prompt (prompt-major order), spreading them over the
+/// engines by their in-flight counts.
+async fn generate_all(
+    state: &Arc<AppState>,
+    prompts: &[(Vec<u32>, usize)],
+    common: &Common,
+    stop_strings: Vec<String>,
+) -> Result<Vec<Generation>, ApiError> {
+    let request = state.requests.fetch_add(1, Ordering::Relaxed);
+    let base_seed = common.seed.unwrap_or_else(rand::random);
+    let options = TurnOptions {
+        sampling: Some(common.sampling),
+        stop_strings: Some(stop_strings),
+        eos: Some(if common.ignore_eos {
+            Vec::new()
+        } else {
+            state.eos.clone()
+        }),
+    };
+    let mut tasks = Vec::new();
+    for (context, max_tokens) in prompts {
+        for j in 0..common.n {
+            let spec = TurnSpec {
+                rollout: request,
+                turn: j as u32,
+                context: context.clone(),
+                max_new_tokens: *max_tokens,
+                seed: base_seed.wrapping_add(j as u64),
+            };
+            let state = Arc::clone(state);
+            let options = options.clone();
+            tasks.push(tokio::spawn(async move {
+                let slot = state
+                    .engines
+                    .iter()
+                    .min_by_key(|s| s.in_flight.load(Ordering::Relaxed))
+                    .expect("at least one engine");
+                slot.in_flight.fetch_add(1, Ordering::Relaxed);
+                let out = slot.engine.generate_with(spec, options).await;
+                slot.in_flight.fetch_sub(1, Ordering::Relaxed);
+                out.map_err(|e| e.to_string())
+            }));
+        }
+    }
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let result = task.await.map_err(|e| e.to_string()).and_then(|r| r);
+        out.push(result.map_err(|message| ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            kind: "server_error",
+            message: format!("generation failed: {message}"),
+            param: None,
+        })?);
+    }
+    Ok(out)
+}
+
+/// The choice's text: the generated text without the stop string unless asked to keep it.
+fn choice_text(g: &Generation, include_stop: bool, keep: &[&str]) -> String {
+    match &g.finish_reason {
+        FinishReason::Stop(s) if !include_stop && !keep.contains(&s.as_str()) => g
+            .text
+            .strip_suffix(s.as_str())
+            .unwrap_or(&g.text)
+            .to_string(),
+        _ => g.text.clone(),
+    }
+}
+
+fn finish_reason(g: &Generation) -> (&'static str, Value) {
+    match &g.finish_reason {
+        FinishReason::Stop(s) => ("stop", Value::String(s.clone())),
+        FinishReason::Eos => ("stop", g.tokens.last().map_or(Value::Null, |&t| json!(t))),
+        FinishReason::Length => ("length", Value::Null),
+    }
+}
+
+fn token_strings(state: &AppState, tokens: &[u32]) -> Vec<String> {
+    tokens
+        .iter()
+        .map(|&t| state.tokenizer.decode(&[t]).unwrap_or_default())
+        .collect()
+}
+
+fn usage(prompts: &[(Vec<u32>, usize)], generations: &[Generation]) -> Value {
+    let prompt_tokens: usize = prompts.iter().map(|(p, _)| p.len()).sum();
+    let completion_tokens: usize = generations.iter().map(|g| g.tokens.len()).sum();
+    json!({
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers
+
+async fn completions(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let obj = body_object(&body_bytes(body)?)?;
+    let common = parse_common(&obj, &state, false)?;
+    if field::<bool>(&obj, "echo")?.unwrap_or(false) {
+        return Err(ApiError::field(
+            "echo",
+            "echoing the prompt is not supported",
+        ));
+    }
+    if field::<String>(&obj, "suffix")?.is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::field("suffix", "is not supported"));
+    }
+    let logprobs = field::<u32>(&obj, "logprobs")?;
+    let prompts = parse_prompts(&obj, &state)?;
+    check_choices(&state, prompts.len() * common.n)?;
+    let prompts = prompts
+        .into_iter()
+        .map(|p| {
+            let b = budget(
+                &state,
+                p.len(),
+                common.max_tokens,
+                state.config.default_max_tokens,
+            )?;
+            Ok((p, b))
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let generations = generate_all(&state, &prompts, &common, common.stop.clone()).await?;
+    let choices: Vec<Value> = generations
+        .iter()
+        .enumerate()
+        .map(|(index, g)| {
+            let (reason, stop_reason) = finish_reason(g);
+            let logprobs = logprobs.map(|_| {
+                json!({
+                    "tokens": token_strings(&state, &g.tokens),
+                    "token_logprobs": g.logprobs,
+                    "top_logprobs": Value::Null,
+                    "text_offset": Value::Null,
+                })
+            });
+            json!({
+                "index": index,
+                "text": choice_text(g, common.include_stop, &[]),
+                "finish_reason": reason,
+                "stop_reason": stop_reason,
+                "logprobs": logprobs,
+                "token_ids": g.tokens,
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "id": format!("cmpl-{}", response_id()),
+        "object": "text_completion",
+        "created": unix_now(),
+        "model": state.config.model_name,
+        "choices": choices,
+        "usage": usage(&prompts, &generations),
+    })))
+}
+
+async fn chat_completions(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let body = body_bytes(body)?;
+    let obj = body_object(&body)?;
+    let common = parse_common(&obj, &state, true)?;
+    let logprobs = field::<bool>(&obj, "logprobs")?.unwrap_or(false);
+    // Shapes first (errors name the field), then the order-keeping parse.
+    match field::<Vec<Map<String, Value>>>(&obj, "messages")? {
+        None => return Err(ApiError::field("messages", "is required")),
+        Some(m) if m.is_empty() => return Err(ApiError::field("messages", "must not be empty")),
+        Some(_) => {}
+    }
+    field::<Vec<Map<String, Value>>>(&obj, "tools")?;
+    let chat: ChatBody =
+        serde_json::from_slice(&body).map_err(|e| ApiError::field("messages", e))?;
+    let tools: Vec<String> = chat
+        .tools
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.text)
+        .collect();
+    let text = render_chat(
+        &state,
+        &chat.messages,
+        Some(&tools[..]).filter(|t| !t.is_empty()),
+    )?;
+    let context = state
+        .tokenizer
+        .encode(&text)
+        .map_err(|e| ApiError::field("messages", format!("cannot be tokenized: {e}")))?;
+    check_choices(&state, common.n)?;
+    let max = budget(&state, context.len(), common.max_tokens, usize::MAX)?;
+    let prompts = vec![(context, max)];
+    let template = Template::of(state.config.template);
+    let mut stops: Vec<String> = template
+        .stop_strings()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    stops.extend(common.stop.iter().cloned());
+    let generations = generate_all(&state, &prompts, &common, stops).await?;
+    // The compact template's stop strings close a tool call or an answer: they are content.
+    let keep: Vec<&str> = match state.config.template {
+        TemplateFormat::Compact => template.stop_strings().to_vec(),
+        TemplateFormat::ChatMl => Vec::new(),
+    };
+    let choices: Vec<Value> = generations
+        .iter()
+        .enumerate()
+        .map(|(index, g)| {
+            let (reason, stop_reason) = finish_reason(g);
+            let mut content = choice_text(g, common.include_stop, &keep);
+            if let Some(stripped) = content.strip_suffix("<|im_end|>") {
+                content = stripped.to_string();
+            }
+            let logprobs = logprobs.then(|| {
+                let content: Vec<Value> = token_strings(&state, &g.tokens)
+                    .into_iter()
+                    .zip(&g.logprobs)
+                    .map(|(token, lp)| {
+                        json!({
+                            "token": token,
+                            "logprob": lp,
+                            "bytes": token.as_bytes(),
+                            "top_logprobs": [],
+                        })
+                    })
+                    .collect();
+                json!({ "content": content })
+            });
+            json!({
+                "index": index,
+                "message": { "role": "assistant", "content": content },
+                "finish_reason": reason,
+                "stop_reason": stop_reason,
+                "logprobs": logprobs,
+                "token_ids": g.tokens,
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "id": format!("chatcmpl-{}", response_id()),
+        "object": "chat.completion",
+        "created": unix_now(),
+        "model": state.config.model_name,
+        "choices": choices,
+        "usage": usage(&prompts, &generations),
+    })))
+}
+
+fn check_choices(state: &AppState, choices: usize) -> Result<(), ApiError> {
+    if choices > state.config.max_choices {
+        return Err(ApiError::field(
+            "n",
+            format!(
+                "the request asks for {choices} choices (n times the prompts); this server answers at most {}",
+                state.config.max_choices
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn response_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
+async fn models(State(state): State<Arc<AppState>>) -> axum::Json<Value> {
+    axum::Json(json!({
+        "object": "list",
+        "data": [{
+            "id": state.config.model_name,
+            "object": "model",
+            "created": state.created,
+            "owned_by": "rstar",
+            "root": state.config.model_name,
+            "max_model_len": state.max_model_len,
+        }],
+    }))
+}
+
+async fn health() -> StatusCode {
+    StatusCode::OK
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chat layout
+
+/// The parts of a chat request read in their written order (the crate's `serde_json` sorts
+/// object keys; a tool schema is shown to the model as the client wrote it).
+#[derive(Debug, serde::Deserialize)]
+struct ChatBody {
+    messages: Vec<Message>,
+    #[serde(default)]
+    tools: Option<Vec<PyJson>>,
+}
+
+/// Any JSON value re-written with Python's `json.dumps` separators (`", "`, `": "`, keys in
+/// their written order, non-ASCII kept), as Qwen's chat template writes tool schemas.
+#[derive(Debug)]
+struct PyJson {
+    text: String,
+    /// The value itself when it is a string.
+    string: Option<String>,
+}
+
+impl<'de> serde::Deserialize<'de> for PyJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(PyJsonVisitor)
+    }
+}
+
+struct PyJsonVisitor;
+
+impl PyJsonVisitor {
+    fn plain<T: serde::Serialize>(v: T) -> PyJson {
+        PyJson {
+            text: serde_json::to_string(&v).unwrap_or_default(),
+            string: None,
+        }
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for PyJsonVisitor {
+    type Value = PyJson;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<PyJson, E> {
+        Ok(Self::plain(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<PyJson, E> {
+        Ok(Self::plain(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<PyJson, E> {
+        Ok(Self::plain(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<PyJson, E> {
+        Ok(Self::plain(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<PyJson, E> {
+        Ok(PyJson {
+            text: serde_json::to_string(v).unwrap_or_default(),
+            string: Some(v.to_string()),
+        })
+    }
+    fn visit_unit<E>(self) -> Result<PyJson, E> {
+        Ok(Self::plain(()))
+    }
+    fn visit_none<E>(self) -> Result<PyJson, E> {
+        Ok(Self::plain(()))
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<PyJson, D::Error> {
+        d.deserialize_any(PyJsonVisitor)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<PyJson, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<PyJson>()? {
+            items.push(item.text);
+        }
+        Ok(PyJson {
+            text: format!("[{}]", items.join(", ")),
+            string: None,
+        })
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<PyJson, A::Error> {
+        let mut entries = Vec::new();
+        while let Some((key, value)) = map.next_entry::<String, PyJson>()? {
+            entries.push(format!(
+                "{}: {}",
+                serde_json::to_string(&key).unwrap_or_default(),
+                value.text
+            ));
+        }
+        Ok(PyJson {
+            text: format!("{{{}}}", entries.join(", ")),
+            string: None,
+        })
+    }
+}
+
+/// One chat message as OpenAI writes it.
+#[derive(Debug, serde::Deserialize)]
+struct Message {
+    role: String,
+    #[serde(default)]
+    content: Option<Content>,
+    #[serde(default)]
+    tool_calls: Option<Vec<MessageToolCall>>,
+}
+
+/// A message's content: a string or a list of parts (only text parts are supported).
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct ContentPart {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct MessageToolCall {
+    function: FunctionCall,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct FunctionCall {
+    name: String,
+    /// A JSON string (OpenAI) or an object.
+    #[serde(default)]
+    arguments: Option<PyJson>,
+}
+
+fn content_text(i: usize, m: &Message) -> Result<String, ApiError> {
+    match &m.content {
+        None => Ok(String::new()),
+        Some(Content::Text(s)) => Ok(s.clone()),
+        Some(Content::Parts(parts)) => parts
+            .iter()
+            .map(|p| match (p.kind.as_str(), &p.text) {
+                ("text", Some(t)) => Ok(t.as_str()),
+                _ => Err(ApiError::field(
+                    "messages",
+                    format!(
+                        "message {i}: only text content parts are supported, got `{}`",
+                        p.kind
+                    ),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|parts| parts.concat()),
+    }
+}
+
+/// The system turn of the template's own prompt (ChatML: the paper's system prompt with the
+/// tool schema; compact: none).
+fn default_system_turn(format: TemplateFormat) -> String {
+    match format {
+        TemplateFormat::ChatMl => {
+            let prompt = Template::chatml().render_prompt("");
+            match prompt.find("<|im_start|>user\n") {
+                Some(end) => prompt[..end].to_string(),
+                None => String::new(),
+            }
+        }
+        TemplateFormat::Compact => String::new(),
+    }
+}
+
+/// Renders `messages` in the template's chat layout, ending where the assistant writes.
+///
+/// ChatML (Qwen2.5's chat template): each message as `<|im_start|>{role}\n{content}<|im_end|>\n`,
+/// assistant tool calls as Hermes `<tool_call>` blocks, consecutive `tool` messages as one user
+/// turn of `<tool_response>` blocks, then `<|im_start|>assistant\n`. The system turn is the
+/// request's system message, else the template's own (the paper's prompt with its tool schema);
+/// `tools` in the request are listed in it the way Qwen's template lists them. Compact: a system
+/// message as a first line, `Q:{user}\nA:`, assistant text, `\nO:{tool}\nA:`.
+fn render_chat(
+    state: &AppState,
+    messages: &[Message],
+    tools: Option<&[String]>,
+) -> Result<String, ApiError> {
+    for (i, m) in messages.iter().enumerate() {
+        if !matches!(
+            m.role.as_str(),
+            "system" | "developer" | "user" | "assistant" | "tool"
+        ) {
+            return Err(ApiError::field(
+                "messages",
+                format!(
+                    "message {i}: unknown role `{}` (system, user, assistant or tool)",
+                    m.role
+                ),
+            ));
+        }
+    }
+    let is_system = |m: &Message| matches!(m.role.as_str(), "system" | "developer");
+    let (system, rest) = match messages.split_first() {
+        Some((first, rest)) if is_system(first) => (Some(content_text(0, first)?), rest),
+        _ => (None, messages),
+    };
+    let offset = messages.len() - rest.len();
+    let mut out = String::new();
+    match state.config.template {
+        TemplateFormat::ChatMl => {
+            match (tools, system) {
+                (Some(tools), system) => {
+                    let system = system.unwrap_or_else(|| "You are a helpful assistant.".into());
+                    out.push_str(&format!(
+                        "<|im_start|>system\n{system}\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call><|im_end|>\n",
+                        tools.join("\n")
+                    ));
+                }
+                (None, Some(system)) => {
+                    out.push_str(&format!("<|im_start|>system\n{system}<|im_end|>\n"));
+                }
+                (None, None) => out.push_str(&state.chat_system),
+            }
+            let mut k = 0;
+            while k < rest.len() {
+                let m = &rest[k];
+                let i = k + offset;
+                let text = content_text(i, m)?;
+                match m.role.as_str() {
+                    "tool" => {
+                        out.push_str("<|im_start|>user");
+                        while k < rest.len() && rest[k].role == "tool" {
+                            let body = content_text(k + offset, &rest[k])?;
+                            out.push_str(&format!("\n<tool_response>\n{body}\n</tool_response>"));
+                            k += 1;
+                        }
+                        out.push_str("<|im_end|>\n");
+                        continue;
+                    }
+                    "assistant" => {
+                        out.push_str("<|im_start|>assistant\n");
+                        out.push_str(&text);
+                        for (c, call) in m.tool_calls.iter().flatten().enumerate() {
+                            if c > 0 || !text.is_empty() {
+                                out.push('\n');
+                            }
+                            let arguments = match &call.function.arguments {
+                                Some(PyJson {
+                                    string: Some(s), ..
+                                }) => s.clone(),
+                                Some(other) => other.text.clone(),
+                                None => "{}".into(),
+                            };
+                            out.push_str(&format!(
+                                "<tool_call>\n{{\"name\": {}, \"arguments\": {arguments}}}\n</tool_call>",
+                                serde_json::to_string(&call.function.name).unwrap_or_default()
+                            ));
+                        }
+                        out.push_str("<|im_end|>\n");
+                    }
+                    role => {
+                        let role = if role == "developer" { "system" } else { role };
+                        out.push_str(&format!("<|im_start|>{role}\n{text}<|im_end|>\n"));
+                    }
+                }
+                k += 1;
+            }
+            out.push_str("<|im_start|>assistant\n");
+        }
+        TemplateFormat::Compact => {
+            if let Some(system) = system {
+                out.push_str(&system);
+                out.push('\n');
+            }
+            let mut open = false; // whether the text ends where the assistant writes
+            for (k, m) in rest.iter().enumerate() {
+                let text = content_text(k + offset, m)?;
+                match m.role.as_str() {
+                    "user" => {
+                        if open {
+                            out.push('\n');
+                        }
+                        out.push_str(&format!("Q:{text}\nA:"));
+                        open = true;
+                    }
+                    "assistant" => {
+                        if !open {
+                            out.push_str("A:");
+                        }
+                        out.push_str(&text);
+                        open = false;
+                    }
+                    "tool" => {
+                        out.push_str(&format!("\nO:{text}\nA:"));
+                        open = true;
+                    }
+                    _ => {
+                        out.push_str(&text);
+                        out.push('\n');
+                    }
+                }
+            }
+            if !open {
+                out.push_str("\nA:");
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(format: TemplateFormat) -> AppState {
+        let mut config = ServeConfig::new("m");
+        config.template = format;
+        AppState {
+            engines: Vec::new(),
+            tokenizer: Tokenizer::char(),
+            max_model_len: 100,
+            vocab_size: 10,
+            eos: Vec::new(),
+            created: 0,
+            requests: AtomicU64::new(0),
+            chat_system: default_system_turn(format),
+            config,
+        }
+    }
+
+    fn messages(v: Value) -> Vec<Message> {
+        serde_json::from_str(&v.to_string()).unwrap()
+    }
+
+    #[test]
+    fn chatml_layout_matches_qwen() {
+        let s = state(TemplateFormat::ChatMl);
+        let m = messages(json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "2+2?"}]},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": "{\"x\": 1}"}}
+            ]},
+            {"role": "tool", "content": "4"},
+            {"role": "tool", "content": "5"},
+        ]));
+        assert_eq!(
+            render_chat(&s, &m, None).unwrap(),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"x\": 1}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n4\n</tool_response>\n<tool_response>\n5\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        );
+        // Without a system message: the template's system turn with its tool schema.
+        let m = messages(json!([{"role": "user", "content": "hi"}]));
+        let text = render_chat(&s, &m, None).unwrap();
+        assert!(text.starts_with("<|im_start|>system\nA conversation between User and Assistant."));
+        assert!(text.contains("\"name\": \"python_code_with_standard_io\""));
+        assert!(text.ends_with(
+            "</tool_call><|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+        ));
+        // Request tools are listed with Python's separators.
+        let body = r#"{"messages": [], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"z": 1, "a": [true, null, "é"]}}}]}"#;
+        let tools: Vec<String> = serde_json::from_str::<ChatBody>(body)
+            .unwrap()
+            .tools
+            .unwrap()
+            .into_iter()
+            .map(|t| t.text)
+            .collect();
+        let text = render_chat(&s, &m, Some(&tools)).unwrap();
+        assert!(
+            text.starts_with("<|im_start|>system\nYou are a helpful assistant.\n\n# Tools\n"),
+            "{text}"
+        );
+        assert!(text.contains("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"z\": 1, \"a\": [true, null, \"é\"]}}}\n</tools>"), "{text}");
+    }
+
+    #[test]
+    fn compact_layout() {
+        let s = state(TemplateFormat::Compact);
+        let m = messages(json!([
+            {"role": "user", "content": "2*3?"},
+            {"role": "assistant", "content": "<c>print(2*3)</c>"},
+            {"role": "tool", "content": "6"},
+        ]));
+        assert_eq!(
+            render_chat(&s, &m, None).unwrap(),
+            "Q:2*3?\nA:<c>print(2*3)</c>\nO:6\nA:"
+        );
+        let m = messages(
+            json!([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]),
+        );
+        assert_eq!(render_chat(&s, &m, None).unwrap(), "Q:a\nA:b\nA:");
+        let m = messages(json!([{"role": "wizard", "content": "a"}]));
+        let err = render_chat(&s, &m, None).unwrap_err();
+        assert_eq!(err.param.as_deref(), Some("messages"));
+        assert!(
+            err.message.contains("unknown role `wizard`"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn sampling_and_field_errors() {
+        let s = state(TemplateFormat::ChatMl);
+        let parse = |v: Value| parse_common(v.as_object().unwrap(), &s, false);
+        assert_eq!(
+            parse(json!({"temperature": 0})).unwrap().sampling,
+            Sampling::Greedy
+        );
+        assert_eq!(
+            parse(json!({"temperature": 0.5, "top_k": 3}))
+                .unwrap()
+                .sampling,
+            Sampling::TopK {
+                k: 3,
+                temperature: 0.5
+            }
+        );
+        assert_eq!(
+            parse(json!({"top_p": 0.9})).unwrap().sampling,
+            Sampling::TopP {
+                p: 0.9,
+                temperature: 1.0
+            }
+        );
+        assert_eq!(parse(json!({"stop": "x"})).unwrap().stop, ["x"]);
+        let err = parse(json!({"max_tokens": "ten"})).unwrap_err();
+        assert_eq!(err.status, StatusCode::BAD_REQUEST);
+        assert_eq!(err.param.as_deref(), Some("max_tokens"));
+        assert!(
+            err.message
+                .starts_with("`max_tokens`: invalid type: string \"ten\""),
+            "{}",
+            err.message
+        );
+        assert_eq!(
+            parse(json!({"top_k": 2, "top_p": 0.5}))
+                .unwrap_err()
+                .param
+                .as_deref(),
+            Some("top_k")
+        );
+        assert_eq!(
+            parse(json!({"model": "other"})).unwrap_err().status,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            parse(json!({"stop": [1]})).unwrap_err().param.as_deref(),
+            Some("stop")
+        );
+        assert_eq!(
+            parse(json!({"n": 0})).unwrap_err().param.as_deref(),
+            Some("n")
+        );
+    }
+
+    #[test]
+    fn prompts_and_budgets() {
+        let s = state(TemplateFormat::ChatMl);
+        let parse = |v: Value| parse_prompts(v.as_object().unwrap(), &s);
+        assert_eq!(parse(json!({"prompt": [1, 2]})).unwrap(), vec![vec![1, 2]]);
+        assert_eq!(
+            parse(json!({"prompt": [[1], [3, 4]]})).unwrap(),
+            vec![vec![1], vec![3, 4]]
+        );
+        assert_eq!(
+            parse(json!({"prompt": ""})).unwrap_err().param.as_deref(),
+            Some("prompt")
+        );
+        assert!(
+            parse(json!({"prompt": []}))
+                .unwrap_err()
+                .message
+                .contains("must not be empty")
+        );
+        assert!(
+            parse(json!({"prompt": [10]}))
+                .unwrap_err()
+                .message
+                .contains("outside the vocabulary of 10")
+        );
+        assert!(parse(json!({"prompt": [-1]})).is_err());
+        assert!(parse(json!({"prompt": 3})).is_err());
+        // max_model_len is 100.
+        assert_eq!(budget(&s, 90, None, 16).unwrap(), 10);
+        assert_eq!(budget(&s, 90, Some(10), 16).unwrap(), 10);
+        assert_eq!(
+            budget(&s, 90, Some(11), 16).unwrap_err().param.as_deref(),
+            Some("max_tokens")
+        );
+        assert_eq!(
+            budget(&s, 100, None, 16).unwrap_err().param.as_deref(),
+            Some("prompt")
+        );
+    }
+}

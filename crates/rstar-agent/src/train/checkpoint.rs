@@ -1,0 +1,329 @@
+//! Resumable checkpoints of a training run: `runs/<name>/checkpoints/last/`.
+//!
+//! The trainer writes one after every SFT step, after SFT's evaluation and after every RL
+//! step. It holds everything the next step needs to continue bit for bit:
+//!
+//! | file | content |
+//! |---|---|
+//! | `state.json` | a [`ResumeState`]: phase, steps done, curriculum state, the hard stage's problems, the line counts of the metrics files, the parameter ids |
+//! | `config.json`, `model.safetensors`, tokenizer | the policy (`rstar_policy::save_dir`, f32: exact) |
+//! | `optimizer.bpk` | AdamW's moments and step counts (Burn's burnpack record: raw f32 bytes, exact) |
+//!
+//! Writes are atomic: the new checkpoint is written to `last.tmp/`, the previous one is renamed
+//! to `last.old/`, the new one to `last/`, and only then is `last.old/` removed; [`find`] falls
+//! back on `last.old/` when a kill came between the two renames.
+//!
+//! Burn's optimizer keys its state by parameter id, and a model loaded from safetensors gets
+//! fresh ids: the ids are saved in `state.json` (in the order [`param_ids`] visits them) and
+//! put back on the loaded model by [`with_param_ids`].
+
+use std::path::{Path, PathBuf};
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::ModuleOptimizer;
+use burn::tensor::{Device, Tensor};
+use rstar_curriculum::CurriculumState;
+use rstar_policy::{Qwen, Tokenizer, WeightDtype, save_dir};
+use serde::{Deserialize, Serialize};
+
+use crate::error::AgentError;
+use crate::rollout::Prompt;
+
+/// The layout version of `state.json`.
+pub const STATE_VERSION: u32 = 1;
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// SFT: `sft_steps` done; the optimizer is SFT's.
+    Sft,
+    /// SFT and its evaluation done, `rl_steps` RL steps done; the optimizer is RL's.
+    Rl,
+    /// Every stage done and the final artefacts written.
+    Finished,
+}
+
+/// Line counts of the run's JSONL files at the checkpoint (lines after them are from a step
+/// that did not finish and are truncated on resume).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Lines {
+    /// `sft_metrics.jsonl`.
+    pub sft_metrics: usize,
+    /// `metrics.jsonl`.
+    pub metrics: usize,
+    /// `eval.jsonl`.
+    pub eval: usize,
+}
+
+/// The problems of the current stage (a hard stage's are chosen by the policy when the stage
+/// starts, so they are saved rather than recomputed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StagePool {
+    /// The stage index.
+    pub stage: usize,
+    /// Its problems.
+    pub prompts: Vec<Prompt>,
+}
+
+/// `checkpoints/last/state.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResumeState {
+    /// [`STATE_VERSION`].
+    pub version: u32,
+    /// The phase.
+    pub phase: Phase,
+    /// SFT steps done.
+    pub sft_steps: usize,
+    /// RL steps done.
+    pub rl_steps: u64,
+    /// The curriculum's state (in [`Phase::Rl`] and later).
+    pub curriculum: Option<CurriculumState>,
+    /// The current stage's problems, once chosen.
+    pub stage_pool: Option<StagePool>,
+    /// Line counts of the metrics files.
+    pub lines: Lines,
+    /// The model's parameter ids in visiting order (the optimizer's keys).
+    pub param_ids: Vec<u64>,
+}
+
+/// The checkpoint directory of a run.
+pub fn dir_of(run: &Path) -> PathBuf {
+    run.join("checkpoints").join("last")
+}
+
+fn sibling(dir: &Path, suffix: &str) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    dir.with_file_name(name)
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
+    move |source| AgentError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn resume_err(path: &Path, message: impl Into<String>) -> AgentError {
+    AgentError::Resume {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// Collects parameter ids in visiting order.
+struct CollectIds(Vec<u64>);
+
+impl ModuleVisitor for CollectIds {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.0.push(param.id.val());
+    }
+}
+
+/// Puts saved ids back, in visiting order.
+struct AssignIds<'a> {
+    ids: &'a [u64],
+    next: usize,
+}
+
+impl ModuleMapper for AssignIds<'_> {
+    fn map_float<const D: usize>(&mut self, mut param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if let Some(&id) = self.ids.get(self.next) {
+            param.id = ParamId::from(id);
+        }
+        self.next += 1;
+        param
+    }
+}
+
+/// The ids of `model`'s float parameters in visiting order.
+pub fn param_ids(model: &Qwen) -> Vec<u64> {
+    let mut ids = CollectIds(Vec::new());
+    model.visit(&mut ids);
+    ids.0
+}
+
+/// `model` with its parameter ids replaced by `ids` (visiting order), so that an optimizer
+/// record saved with the original model applies to it.
+///
+/// # Errors
+/// [`AgentError::Resume`] (naming `path`) when the model has a different number of parameters.
+pub fn with_param_ids(model: Qwen, ids: &[u64], path: &Path) -> Result<Qwen, AgentError> {
+    let have = param_ids(&model).len();
+    if have != ids.len() {
+        return Err(resume_err(
+            path,
+            format!(
+                "the checkpoint's model has {have} parameter tensors, `param_ids` lists {}",
+                ids.len()
+            ),
+        ));
+    }
+    let mut mapper = AssignIds { ids, next: 0 };
+    Ok(model.map(&mut mapper))
+}
+
+/// Writes a checkpoint into `dir` atomically (see the module docs).
+///
+/// # Errors
+/// IO and policy errors naming the file.
+pub fn save(
+    dir: &Path,
+    state: &ResumeState,
+    model: &Qwen,
+    tokenizer: &Tokenizer,
+    optimizer: &ModuleOptimizer,
+) -> Result<(), AgentError> {
+    let tmp = sibling(dir, ".tmp");
+    let old = sibling(dir, ".old");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+    }
+    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    save_dir(&model.valid(), tokenizer, &tmp, WeightDtype::F32)?;
+    let opt_path = tmp.join("optimizer.bpk");
+    optimizer
+        .save(&opt_path)
+        .map_err(|e| resume_err(&opt_path, format!("cannot write the optimizer state: {e}")))?;
+    let state_path = tmp.join("state.json");
+    std::fs::write(&state_path, serde_json::to_string_pretty(state)? + "\n")
+        .map_err(io(&state_path))?;
+    if dir.exists() {
+        if old.exists() {
+            std::fs::remove_dir_all(&old).map_err(io(&old))?;
+        }
+        std::fs::rename(dir, &old).map_err(io(dir))?;
+    }
+    std::fs::rename(&tmp, dir).map_err(io(&tmp))?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old).map_err(io(&old))?;
+    }
+    Ok(())
+}
+
+/// The complete checkpoint of a run: `last/`, or `last.old/` when a kill came between the
+/// renames of [`save`]; `None` when there is none.
+pub fn find(run: &Path) -> Option<PathBuf> {
+    let dir = dir_of(run);
+    let old = sibling(&dir, ".old");
+    [dir, old]
+        .into_iter()
+        .find(|d| d.join("state.json").is_file())
+}
+
+/// Reads `state.json` of a checkpoint.
+///
+/// # Errors
+/// IO errors, [`AgentError::Dataset`] naming the line of a malformed file,
+/// [`AgentError::Resume`] for another layout version.
+pub fn read_state(dir: &Path) -> Result<ResumeState, AgentError> {
+    let path = dir.join("state.json");
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    let state: ResumeState = serde_json::from_str(&text).map_err(|e| AgentError::Dataset {
+        path: path.clone(),
+        line: e.line(),
+        message: e.to_string(),
+    })?;
+    if state.version != STATE_VERSION {
+        return Err(resume_err(
+            &path,
+            format!(
+                "`version` is {}, this build reads {STATE_VERSION}",
+                state.version
+            ),
+        ));
+    }
+    Ok(state)
+}
+
+/// Loads a checkpoint's policy onto `device` with the saved parameter ids, its tokenizer, and
+/// the optimizer state into `optimizer` (a fresh one of the right kind).
+///
+/// # Errors
+/// IO, policy and record errors naming the file.
+pub fn load(
+    dir: &Path,
+    state: &ResumeState,
+    device: &Device,
+    optimizer: ModuleOptimizer,
+) -> Result<(Qwen, Tokenizer, ModuleOptimizer), AgentError> {
+    let (model, tokenizer) = rstar_policy::load_dir(dir, device)?;
+    let model = with_param_ids(model, &state.param_ids, &dir.join("state.json"))?;
+    let opt_path = dir.join("optimizer.bpk");
+    let optimizer = optimizer
+        .load(&opt_path)
+        .map_err(|e| resume_err(&opt_path, format!("cannot read the optimizer state: {e}")))?;
+    Ok((model, tokenizer, optimizer))
+}
+
+/// Keeps the first `lines` lines of a JSONL file (what a checkpoint saw) and drops the rest.
+///
+/// # Errors
+/// IO errors; [`AgentError::Resume`] when the file has fewer lines than the checkpoint counted.
+pub fn truncate_lines(path: &Path, lines: usize) -> Result<(), AgentError> {
+    let text = if path.exists() {
+        std::fs::read_to_string(path).map_err(io(path))?
+    } else {
+        String::new()
+    };
+    let kept: Vec<&str> = text.lines().take(lines).collect();
+    if kept.len() < lines {
+        return Err(resume_err(
+            path,
+            format!(
+                "has {} lines, the checkpoint counted {lines}",
+                text.lines().count()
+            ),
+        ));
+    }
+    let mut out = kept.join("\n");
+    if !kept.is_empty() {
+        out.push('\n');
+    }
+    if out.len() != text.len() {
+        // Through a temporary file, so that a kill now leaves the old file or the new one.
+        let tmp = sibling(path, ".tmp");
+        std::fs::write(&tmp, out).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(io(path))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_keeps_the_counted_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.jsonl");
+        std::fs::write(&path, "a\nb\nc\n{\"partial").unwrap();
+        truncate_lines(&path, 2).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a\nb\n");
+        truncate_lines(&path, 0).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        let err = truncate_lines(&path, 1).unwrap_err().to_string();
+        assert!(
+            err.contains("m.jsonl") && err.contains("counted 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn ids_survive_a_save_and_load() {
+        let device = Device::flex().autodiff();
+        let tokenizer = Tokenizer::char();
+        let config = rstar_policy::QwenConfig::test_tiny(tokenizer.vocab_size());
+        let model = Qwen::random(config, 3, &device).unwrap();
+        let ids = param_ids(&model);
+        let dir = tempfile::tempdir().unwrap();
+        save_dir(&model.valid(), &tokenizer, dir.path(), WeightDtype::F32).unwrap();
+        let loaded = rstar_policy::load_model(dir.path(), &device).unwrap();
+        assert_ne!(param_ids(&loaded), ids);
+        let loaded = with_param_ids(loaded, &ids, dir.path()).unwrap();
+        assert_eq!(param_ids(&loaded), ids);
+        let err = with_param_ids(model, &ids[1..], dir.path()).unwrap_err();
+        assert!(err.to_string().contains("parameter tensors"), "{err}");
+    }
+}

@@ -1,0 +1,64 @@
+//! The one way these tests run `rstar`.
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// What a run of `rstar` returned.
+#[derive(Debug)]
+pub struct Run {
+    /// The exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Standard output, as bytes.
+    pub stdout: Vec<u8>,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Run {
+    /// Standard output as UTF-8 (panics otherwise: every subcommand writes text).
+    pub fn out(&self) -> String {
+        String::from_utf8(self.stdout.clone()).expect("stdout is UTF-8")
+    }
+}
+
+/// The `rstar` binary as a [`Command`], with `NO_COLOR` cleared so tests see what a user sees.
+pub fn command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rstar"));
+    cmd.env_remove("NO_COLOR");
+    cmd
+}
+
+/// Runs `rstar ARGS` with `stdin` written to its input (closed when `None`) and extra
+/// environment variables.
+pub fn run<S: AsRef<OsStr>>(args: &[S], stdin: Option<&[u8]>, envs: &[(&str, &OsStr)]) -> Run {
+    let mut cmd = command();
+    cmd.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("the rstar binary runs");
+    if let Some(input) = stdin {
+        // A command may exit before reading everything (bad flags): a broken pipe is fine.
+        let _ = child.stdin.take().unwrap().write_all(input);
+    }
+    let out = child.wait_with_output().expect("rstar finishes");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: out.stdout,
+        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+    }
+}
+
+/// Runs `rstar ARGS` without input: (code, stdout, stderr).
+pub fn rstar(args: &[&str]) -> (i32, String, String) {
+    let r = run(args, None, &[]);
+    (r.code, r.out(), r.stderr)
+}

@@ -1,0 +1,231 @@
+//! Bad requests get a 400 (unknown routes a 404) with OpenAI's error body naming the field.
+
+use serde_json::{Value, json};
+
+use super::common::{MODEL, http, post, runtime, serve};
+
+/// Checks an OpenAI error body: (status, param, a piece of the message).
+fn check(status: u16, body: &Value, want_status: u16, param: Option<&str>, message: &str) {
+    assert_eq!(status, want_status, "{body}");
+    let error = &body["error"];
+    assert_eq!(error["code"], want_status, "{body}");
+    assert_eq!(error["param"], json!(param), "{body}");
+    let text = error["message"].as_str().unwrap();
+    assert!(text.contains(message), "`{text}` lacks `{message}`");
+    let kind = error["type"].as_str().unwrap();
+    assert!(kind.ends_with("_error"), "{body}");
+}
+
+#[test]
+fn bad_requests_get_openai_errors() {
+    let rt = runtime();
+    let server = serve(&rt, 1, 8);
+    let addr = server.addr().to_string();
+    let c = "/v1/completions";
+    let cases: Vec<(&str, Value, u16, Option<&str>, &str)> = vec![
+        (
+            c,
+            json!({"prompt": "x", "max_tokens": "ten"}),
+            400,
+            Some("max_tokens"),
+            "`max_tokens`: invalid type: string \"ten\"",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "max_tokens": 5000}),
+            400,
+            Some("max_tokens"),
+            "maximum context length is 4096 tokens; you requested 5001 (1 in the prompt, 5000 in the completion)",
+        ),
+        (
+            c,
+            json!({"prompt": vec![10; 4096]}),
+            400,
+            Some("prompt"),
+            "the prompt has 4096, which leaves no room",
+        ),
+        (
+            c,
+            json!({"prompt": ""}),
+            400,
+            Some("prompt"),
+            "prompt 0 is empty",
+        ),
+        (
+            c,
+            json!({"prompt": []}),
+            400,
+            Some("prompt"),
+            "must not be empty",
+        ),
+        (
+            c,
+            json!({"max_tokens": 3}),
+            400,
+            Some("prompt"),
+            "is required",
+        ),
+        (
+            c,
+            json!({"prompt": [1, 99999]}),
+            400,
+            Some("prompt"),
+            "token id 99999 of prompt 0 is outside the vocabulary",
+        ),
+        (
+            c,
+            json!({"prompt": [1, -2]}),
+            400,
+            Some("prompt"),
+            "must be a string, a list of strings",
+        ),
+        (
+            c,
+            json!({"prompt": {"a": 1}}),
+            400,
+            Some("prompt"),
+            "must be a string",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "temperature": -1}),
+            400,
+            Some("temperature"),
+            "must be a number ≥ 0",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "top_p": 0}),
+            400,
+            Some("top_p"),
+            "(0, 1]",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "stop": 3}),
+            400,
+            Some("stop"),
+            "a string or a list of strings",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "n": 0}),
+            400,
+            Some("n"),
+            "at least 1",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "n": 1000}),
+            400,
+            Some("n"),
+            "1000 choices",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "stream": true}),
+            400,
+            Some("stream"),
+            "streaming is not supported",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "echo": true}),
+            400,
+            Some("echo"),
+            "not supported",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "presence_penalty": 0.5}),
+            400,
+            Some("presence_penalty"),
+            "only 0",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "model": "gpt-4"}),
+            404,
+            Some("model"),
+            "the model `gpt-4` does not exist",
+        ),
+        (c, json!(["prompt"]), 400, None, "must be a JSON object"),
+        (
+            "/v1/chat/completions",
+            json!({"model": MODEL}),
+            400,
+            Some("messages"),
+            "is required",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": []}),
+            400,
+            Some("messages"),
+            "must not be empty",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": 5}]}),
+            400,
+            Some("messages"),
+            "`messages`",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "bot", "content": "x"}]}),
+            400,
+            Some("messages"),
+            "message 0: unknown role `bot`",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}),
+            400,
+            Some("max_tokens"),
+            "at least 1",
+        ),
+    ];
+    for (path, body, status, param, message) in cases {
+        let (got, json) = post(&addr, path, &body);
+        check(got, &json, status, param, message);
+    }
+    let (status, text) = http(&addr, "POST", c, "{not json");
+    check(
+        status,
+        &serde_json::from_str(&text).unwrap(),
+        400,
+        None,
+        "not valid JSON",
+    );
+    let (status, text) = http(&addr, "GET", "/v2/anything", "");
+    check(
+        status,
+        &serde_json::from_str(&text).unwrap(),
+        404,
+        None,
+        "no such route",
+    );
+    let (status, text) = http(&addr, "GET", c, "");
+    check(
+        status,
+        &serde_json::from_str(&text).unwrap(),
+        405,
+        None,
+        "method not allowed",
+    );
+    // The server still answers.
+    assert_eq!(http(&addr, "GET", "/health", "").0, 200);
+    let (status, ok) = post(
+        &addr,
+        c,
+        &json!({"prompt": "x", "max_tokens": 2, "temperature": 0}),
+    );
+    assert_eq!(status, 200, "{ok}");
+    let n = ok["choices"][0]["token_ids"].as_array().unwrap().len();
+    assert!((1..=2).contains(&n), "{ok}");
+    assert_eq!(ok["usage"]["completion_tokens"], n);
+    // "x" is one token.
+    assert_eq!(ok["usage"]["total_tokens"], n + 1);
+    rt.block_on(server.shutdown()).unwrap();
+}
