@@ -283,14 +283,25 @@ fn serve(model: Qwen, tokenizer: Tokenizer, config: LocalEngineConfig, rx: mpsc:
         );
         let mut valid = Vec::with_capacity(jobs.len());
         for job in jobs {
+            if job.reply.is_closed() {
+                // Nobody waits for this turn any more (a client went away): skip it.
+                continue;
+            }
             let context = &job.spec.context;
+            if !context.is_empty() && context.len() >= max_pos {
+                // The context fills the model: nothing more can be written (an empty turn,
+                // which the scheduled driver records as a truncated response).
+                let _ = job.reply.send(Ok(rstar_policy::Generation {
+                    tokens: Vec::new(),
+                    text: String::new(),
+                    logprobs: Vec::new(),
+                    entropies: Vec::new(),
+                    finish_reason: rstar_policy::FinishReason::Length,
+                }));
+                continue;
+            }
             let problem = if context.is_empty() {
                 Some("the context is empty".to_string())
-            } else if context.len() > max_pos {
-                Some(format!(
-                    "the context has {} tokens; the model takes at most {max_pos}",
-                    context.len()
-                ))
             } else {
                 context
                     .iter()
@@ -352,14 +363,26 @@ fn generate_group(
         sampling,
         seed: 0,
     };
-    match generate_requests(model, tokenizer, &requests, &gen_config) {
+    // A panic inside generation (a backend out of memory on a large batch) fails this group's
+    // turns and leaves the engine serving, instead of killing its thread.
+    let generated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        generate_requests(model, tokenizer, &requests, &gen_config).map_err(|e| e.to_string())
+    }))
+    .unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(format!("generation panicked: {what}"))
+    });
+    match generated {
         Ok(outputs) => {
             for (job, g) in jobs.into_iter().zip(outputs) {
                 let _ = job.reply.send(Ok(g));
             }
         }
-        Err(err) => {
-            let message = err.to_string();
+        Err(message) => {
             for job in jobs {
                 let _ = job.reply.send(Err(message.clone()));
             }

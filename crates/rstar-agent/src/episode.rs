@@ -598,6 +598,13 @@ impl<T: TextTokenizer> Episode<T> {
         &self.tool_calls
     }
 
+    /// Ends the episode now with `reason`, dropping a pending tool call: for a driver that hits
+    /// a limit the episode does not know, such as the model's context length
+    /// ([`StopReason::TokenBudget`]: the response is truncated).
+    pub fn stop(&mut self, reason: StopReason) {
+        self.state = State::Done(reason);
+    }
+
     /// What the caller should do now.
     pub fn step(&self) -> Step {
         match &self.state {

@@ -309,6 +309,7 @@ impl RemoteEngine {
             "n": 1,
             "stream": false,
             "include_stop_str_in_output": true,
+            "no_stop_trim": true,
             "skip_special_tokens": false,
             "spaces_between_special_tokens": false,
             "return_token_ids": true,
@@ -334,6 +335,27 @@ impl RemoteEngine {
         body
     }
 
+    /// The choice's text with the stop string that ended it put back: servers other than vLLM
+    /// (SGLang without `no_stop_trim`, llama.cpp, OpenAI) trim it, and the episode needs it to
+    /// see a complete tool call. The stop string is vLLM's `stop_reason` when it is one of ours,
+    /// else the only configured stop string; with several and no `stop_reason` the text is
+    /// kept as it is.
+    fn with_stop_string(&self, text: &str, choice: &Value) -> String {
+        let stops = &self.config.stop_strings;
+        if choice["finish_reason"] != "stop" || stops.iter().any(|s| text.ends_with(s.as_str())) {
+            return text.to_string();
+        }
+        let stop = match choice["stop_reason"].as_str() {
+            Some(reason) if stops.iter().any(|s| s == reason) => Some(reason),
+            _ if stops.len() == 1 => Some(stops[0].as_str()),
+            _ => None,
+        };
+        match stop {
+            Some(stop) => format!("{text}{stop}"),
+            None => text.to_string(),
+        }
+    }
+
     /// Reads the first choice of a completion answer into a turn.
     fn read_choice(&self, answer: &Value) -> Result<TurnSample, AgentError> {
         let choice = answer["choices"]
@@ -346,8 +368,9 @@ impl RemoteEngine {
                 let text = choice["text"].as_str().ok_or_else(|| {
                     self.error("/v1/completions: `choices[0].text` is not a string")
                 })?;
+                let text = self.with_stop_string(text, choice);
                 self.tokenizer
-                    .encode(text)
+                    .encode(&text)
                     .map_err(|e| self.error(format!("tokenizing `choices[0].text`: {e}")))?
             }
         };
@@ -492,6 +515,67 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("no `choices[0]`"), "{err}");
+    }
+
+    #[test]
+    fn a_trimmed_stop_string_is_put_back() {
+        let mut e = engine("http://h:1").unwrap();
+        fn text_of(e: &RemoteEngine, answer: Value) -> String {
+            let tokens = e.read_choice(&answer).unwrap().tokens;
+            Tokenizer::char().decode(&tokens).unwrap()
+        }
+        // llama.cpp / OpenAI: stopped on the only stop string, which they trim.
+        assert_eq!(
+            text_of(
+                &e,
+                json!({"choices": [{"text": "<c>print(1)", "finish_reason": "stop"}]})
+            ),
+            "<c>print(1)</c>"
+        );
+        // vLLM with include_stop_str_in_output: already there, not doubled.
+        assert_eq!(
+            text_of(
+                &e,
+                json!({"choices": [{"text": "<c>x</c>", "finish_reason": "stop"}]})
+            ),
+            "<c>x</c>"
+        );
+        // Ended by length (or EOS, reported as "stop" with no stop string by vLLM as
+        // `stop_reason: null` — with several stop strings nothing is guessed).
+        assert_eq!(
+            text_of(
+                &e,
+                json!({"choices": [{"text": "<c>pri", "finish_reason": "length"}]})
+            ),
+            "<c>pri"
+        );
+        e.config.stop_strings = vec!["</c>".into(), "</a>".into()];
+        assert_eq!(
+            text_of(
+                &e,
+                json!({"choices": [{"text": "so 4", "finish_reason": "stop", "stop_reason": "</a>"}]})
+            ),
+            "so 4</a>"
+        );
+        assert_eq!(
+            text_of(
+                &e,
+                json!({"choices": [{"text": "so 4", "finish_reason": "stop", "stop_reason": null}]})
+            ),
+            "so 4"
+        );
+        let body = e.request_body(
+            "m",
+            &TurnSpec {
+                rollout: 0,
+                turn: 0,
+                context: vec![1],
+                max_new_tokens: 1,
+                seed: 0,
+            },
+            1,
+        );
+        assert_eq!(body["no_stop_trim"], true);
     }
 
     #[test]

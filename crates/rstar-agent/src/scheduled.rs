@@ -63,7 +63,7 @@ use rstar_scheduler::{
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{TurnGenerator, TurnSpec};
-use crate::episode::{Episode, Limits, Score, Step, TextTokenizer, TokenStats};
+use crate::episode::{Episode, Limits, Score, Step, StopReason, TextTokenizer, TokenStats};
 use crate::error::AgentError;
 use crate::rollout::{Prompt, RolloutOutput, RolloutStats, mix_seed, outcome_of};
 use crate::template::{Template, TemplateFormat};
@@ -296,6 +296,13 @@ impl<T: TextTokenizer + Send + 'static> Engine for EngineAdapter<T> {
                 .fetch_add(sample.tokens.len(), Ordering::SeqCst);
             shared.turns.fetch_add(1, Ordering::SeqCst);
             self.turns.fetch_add(1, Ordering::SeqCst);
+            if sample.tokens.is_empty() && max_tokens > 0 {
+                // A generator writes at least one token (a stop string or EOS included) unless
+                // the context already fills the model: the response is truncated there.
+                let mut slot = shared.slot(request.rollout)?;
+                slot.ep_mut()?.stop(StopReason::TokenBudget);
+                return Ok(TurnOutput::default());
+            }
             let kept = sample.tokens[..sample.tokens.len().min(max_tokens)].to_vec();
             let mut slot = shared.slot(request.rollout)?;
             let before = shared.response_len(slot.ep()?);

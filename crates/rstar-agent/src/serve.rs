@@ -84,11 +84,15 @@ pub struct ServeConfig {
     pub default_max_tokens: usize,
     /// The most choices (`n` times the prompts) one request may ask for.
     pub max_choices: usize,
+    /// The most choices being generated or waiting at once, over all requests; a request that
+    /// would exceed it is answered 429 at once instead of queueing without bound.
+    pub max_in_flight: usize,
 }
 
 impl ServeConfig {
     /// Loopback port 8000, one engine, batches of up to 64, 2 ms gathering, the ChatML layout,
-    /// 32 MiB bodies, 16 default completion tokens, at most 256 choices a request.
+    /// 32 MiB bodies, 16 default completion tokens, at most 256 choices a request and 1024 in
+    /// flight.
     pub fn new(model_name: impl Into<String>) -> Self {
         ServeConfig {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -101,6 +105,7 @@ impl ServeConfig {
             max_body_bytes: 32 << 20,
             default_max_tokens: 16,
             max_choices: 256,
+            max_in_flight: 1024,
         }
     }
 
@@ -217,6 +222,7 @@ pub fn router(
         eos,
         created: unix_now(),
         requests: AtomicU64::new(0),
+        in_flight: Arc::new(tokio::sync::Semaphore::new(config.max_in_flight.max(1))),
         chat_system,
         config: config.clone(),
     });
@@ -245,6 +251,8 @@ struct AppState {
     eos: Vec<u32>,
     created: u64,
     requests: AtomicU64,
+    /// One permit per choice being generated or waiting ([`ServeConfig::max_in_flight`]).
+    in_flight: Arc<tokio::sync::Semaphore>,
     /// The system turn a chat without a system message gets.
     chat_system: String,
     config: ServeConfig,
@@ -552,11 +560,11 @@ fn budget(
         ));
     }
     match explicit {
-        Some(m) if prompt_len + m > max => Err(ApiError::invalid(
+        Some(m) if m > max - prompt_len => Err(ApiError::invalid(
             Some("max_tokens"),
             format!(
                 "this model's maximum context length is {max} tokens; you requested {} ({prompt_len} in the prompt, {m} in the completion)",
-                prompt_len + m
+                prompt_len.saturating_add(m)
             ),
         )),
         Some(m) => Ok(m),
@@ -586,7 +594,22 @@ async fn generate_all(
             state.eos.clone()
         }),
     };
-    let mut tasks = Vec::new();
+    let choices = prompts.len().saturating_mul(common.n);
+    let permits = u32::try_from(choices)
+        .ok()
+        .and_then(|n| Arc::clone(&state.in_flight).try_acquire_many_owned(n).ok())
+        .ok_or_else(|| ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            kind: "rate_limit_error",
+            message: format!(
+                "the server is generating its maximum of {} choices; retry later",
+                state.config.max_in_flight
+            ),
+            param: None,
+        })?;
+    // Dropped with the request (a client that goes away): the tasks are aborted, and the
+    // engine skips turns whose answer nobody waits for any more.
+    let mut tasks = tokio::task::JoinSet::new();
     for (context, max_tokens) in prompts {
         for j in 0..common.n {
             let spec = TurnSpec {
@@ -598,7 +621,8 @@ async fn generate_all(
             };
             let state = Arc::clone(state);
             let options = options.clone();
-            tasks.push(tokio::spawn(async move {
+            let index = tasks.len();
+            tasks.spawn(async move {
                 let slot = state
                     .engines
                     .iter()
@@ -607,21 +631,27 @@ async fn generate_all(
                 slot.in_flight.fetch_add(1, Ordering::Relaxed);
                 let out = slot.engine.generate_with(spec, options).await;
                 slot.in_flight.fetch_sub(1, Ordering::Relaxed);
-                out.map_err(|e| e.to_string())
-            }));
+                (index, out.map_err(|e| e.to_string()))
+            });
         }
     }
-    let mut out = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        let result = task.await.map_err(|e| e.to_string()).and_then(|r| r);
-        out.push(result.map_err(|message| ApiError {
+    let mut out: Vec<Option<Generation>> = (0..tasks.len()).map(|_| None).collect();
+    while let Some(joined) = tasks.join_next().await {
+        let (index, result) = joined.map_err(|e| ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            kind: "server_error",
+            message: format!("generation failed: {e}"),
+            param: None,
+        })?;
+        out[index] = Some(result.map_err(|message| ApiError {
             status: StatusCode::INTERNAL_SERVER_ERROR,
             kind: "server_error",
             message: format!("generation failed: {message}"),
             param: None,
         })?);
     }
-    Ok(out)
+    drop(permits);
+    Ok(out.into_iter().flatten().collect())
 }
 
 /// The choice's text: the generated text without the stop string unless asked to keep it.
@@ -681,7 +711,7 @@ async fn completions(
     }
     let logprobs = field::<u32>(&obj, "logprobs")?;
     let prompts = parse_prompts(&obj, &state)?;
-    check_choices(&state, prompts.len() * common.n)?;
+    check_choices(&state, prompts.len().saturating_mul(common.n))?;
     let prompts = prompts
         .into_iter()
         .map(|p| {
@@ -1178,6 +1208,7 @@ mod tests {
             eos: Vec::new(),
             created: 0,
             requests: AtomicU64::new(0),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
             chat_system: default_system_turn(format),
             config,
         }

@@ -187,7 +187,7 @@ impl KvLedger {
         // Fast path: whatever any rollout still needs fits in what stays free, so they can
         // finish one at a time in any order.
         let largest = self.largest_claim.max(new_claim.unwrap_or(0));
-        if after + largest <= self.capacity {
+        if after.saturating_add(largest) <= self.capacity {
             return true;
         }
         // Single resource: finishing the rollouts in order of remaining need is optimal.

@@ -240,6 +240,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
 
+    anyhow::ensure!(
+        args.tool_timeout.is_finite() && args.tool_timeout > 0.0,
+        "--tool-timeout must be a positive number of seconds (got {})",
+        args.tool_timeout
+    );
     let pool = start_pool(&ToolOptions {
         python: args.python.clone(),
         workers: args.workers,

@@ -52,12 +52,19 @@ pub struct Args {
     /// `max_tokens` of a completion request that gives none (OpenAI's default).
     #[arg(long, default_value_t = 16)]
     pub default_max_tokens: usize,
+    /// The most choices generated or waiting at once over all requests; more are answered 429.
+    #[arg(long, default_value_t = 1024)]
+    pub max_in_flight: usize,
 }
 
 /// Runs `rstar serve` until SIGINT or SIGTERM, then lets in-flight requests finish and exits.
 pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.engines >= 1, "--engines must be at least 1");
     anyhow::ensure!(args.max_batch >= 1, "--max-batch must be at least 1");
+    anyhow::ensure!(
+        args.max_in_flight >= 1,
+        "--max-in-flight must be at least 1"
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -80,6 +87,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     config.max_batch = args.max_batch;
     config.gather = Duration::from_millis(args.gather_ms);
     config.default_max_tokens = args.default_max_tokens;
+    config.max_in_flight = args.max_in_flight;
     config.template = match args.template {
         TemplateArg::Chatml => TemplateFormat::ChatMl,
         TemplateArg::Compact => TemplateFormat::Compact,

@@ -2,7 +2,8 @@
 //!
 //! The embedded default trains on generated integer problems; this writes any split of them in
 //! the schema of `../shared/datasets` (`{"id", "problem", "answer", "source"}`), so `rstar eval
-//! --data` can evaluate a checkpoint on exactly the problems the trainer holds out.
+//! --data` can evaluate a checkpoint on problems of the trainer's held-out splits (the same
+//! split rule; the trainer draws its own evaluation set from it with its own seed).
 
 use std::io::Write;
 use std::path::PathBuf;

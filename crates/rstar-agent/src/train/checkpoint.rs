@@ -164,7 +164,8 @@ pub fn with_param_ids(model: Qwen, ids: &[u64], path: &Path) -> Result<Qwen, Age
     Ok(model.map(&mut mapper))
 }
 
-/// Writes a checkpoint into `dir` atomically (see the module docs).
+/// Writes a checkpoint into `dir` atomically (see the module docs), synced to disk before it
+/// replaces the previous one.
 ///
 /// # Errors
 /// IO and policy errors naming the file.
@@ -189,6 +190,9 @@ pub fn save(
     let state_path = tmp.join("state.json");
     std::fs::write(&state_path, serde_json::to_string_pretty(state)? + "\n")
         .map_err(io(&state_path))?;
+    // On disk before the renames, so that a power loss after them cannot leave empty files in
+    // the only checkpoint left.
+    sync_tree(&tmp)?;
     if dir.exists() {
         if old.exists() {
             std::fs::remove_dir_all(&old).map_err(io(&old))?;
@@ -196,10 +200,31 @@ pub fn save(
         std::fs::rename(dir, &old).map_err(io(dir))?;
     }
     std::fs::rename(&tmp, dir).map_err(io(&tmp))?;
+    if let Some(parent) = dir.parent() {
+        sync_path(parent)?;
+    }
     if old.exists() {
         std::fs::remove_dir_all(&old).map_err(io(&old))?;
     }
     Ok(())
+}
+
+/// `fsync` of a file or a directory (a directory's entries: creations and renames).
+fn sync_path(path: &Path) -> Result<(), AgentError> {
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(io(path))
+}
+
+/// `fsync` of every file in `dir` (one level: checkpoints are flat) and of `dir` itself.
+fn sync_tree(dir: &Path) -> Result<(), AgentError> {
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let path = entry.map_err(io(dir))?.path();
+        if path.is_file() {
+            sync_path(&path)?;
+        }
+    }
+    sync_path(dir)
 }
 
 /// The complete checkpoint of a run: `last/`, or `last.old/` when a kill came between the
@@ -285,6 +310,7 @@ pub fn truncate_lines(path: &Path, lines: usize) -> Result<(), AgentError> {
         // Through a temporary file, so that a kill now leaves the old file or the new one.
         let tmp = sibling(path, ".tmp");
         std::fs::write(&tmp, out).map_err(io(&tmp))?;
+        sync_path(&tmp)?;
         std::fs::rename(&tmp, path).map_err(io(path))?;
     }
     Ok(())

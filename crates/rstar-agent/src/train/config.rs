@@ -139,10 +139,17 @@ pub struct RlOptions {
 pub struct EvalOptions {
     /// Held-out (by numbers) problems.
     pub problems: usize,
-    /// Samples per problem at temperature 1 for avg@k; `0` evaluates greedily only.
+    /// Samples per problem at `temperature` for avg@k; `0` evaluates greedily only.
     pub samples: usize,
+    /// Sampling temperature of avg@k (1 when absent from a config file).
+    #[serde(default = "default_eval_temperature")]
+    pub temperature: f64,
     /// Sequences per generation call (`0`: all at once).
     pub max_batch: usize,
+}
+
+fn default_eval_temperature() -> f64 {
+    1.0
 }
 
 /// The Python sandbox.
@@ -252,6 +259,7 @@ impl TrainConfig {
             eval: EvalOptions {
                 problems: 500,
                 samples: 0,
+                temperature: 1.0,
                 max_batch: 64,
             },
             ..tiny
@@ -299,6 +307,7 @@ impl TrainConfig {
             eval: EvalOptions {
                 problems: 100,
                 samples: 4,
+                temperature: 1.0,
                 max_batch: 0,
             },
             tools: ToolOptions {
@@ -344,6 +353,7 @@ impl TrainConfig {
             eval: EvalOptions {
                 problems: 4,
                 samples: 0,
+                temperature: 1.0,
                 max_batch: 0,
             },
             ..tiny
@@ -414,6 +424,12 @@ impl TrainConfig {
             {
                 return bad(field, format!("is {c}, expected a positive number"));
             }
+        }
+        if !(self.eval.temperature.is_finite() && self.eval.temperature > 0.0) {
+            return bad(
+                "eval.temperature",
+                format!("is {}, expected a positive number", self.eval.temperature),
+            );
         }
         if !(self.tools.timeout_secs.is_finite() && self.tools.timeout_secs > 0.0) {
             return bad(
@@ -516,6 +532,18 @@ mod tests {
         let mut c = TrainConfig::smoke();
         c.sft.lr = -1.0;
         assert!(c.validate().unwrap_err().to_string().contains("`sft.lr`"));
+    }
+
+    #[test]
+    fn the_eval_temperature_defaults_to_one_and_must_be_positive() {
+        let mut json: serde_json::Value = serde_json::to_value(TrainConfig::tiny()).unwrap();
+        json["eval"].as_object_mut().unwrap().remove("temperature");
+        let c: TrainConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(c.eval.temperature, 1.0);
+        let mut c = TrainConfig::smoke();
+        c.eval.temperature = 0.0;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("`eval.temperature`"), "{err}");
     }
 
     #[test]

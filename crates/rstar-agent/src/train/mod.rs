@@ -67,7 +67,7 @@ pub struct EvalRow {
     pub rl_steps: u64,
     /// Greedy decoding, one sample per problem.
     pub greedy: TrajectoryStats,
-    /// Temperature-1 avg@k, when `eval.samples > 0`.
+    /// avg@k at `eval.temperature`, when `eval.samples > 0`.
     pub sampled: Option<TrajectoryStats>,
 }
 
@@ -118,7 +118,9 @@ pub fn evaluate_with(
     };
     let greedy = rollout(model, tokenizer, prompts, 1, &config, executor)?;
     let sampled = if options.samples > 0 {
-        config.sampling = Sampling::Temperature { temperature: 1.0 };
+        config.sampling = Sampling::Temperature {
+            temperature: options.temperature as f32,
+        };
         let out = rollout(
             model,
             tokenizer,
@@ -158,34 +160,51 @@ pub struct TrainReport {
     /// Whether every stage is done (false when stopped early by [`RunOptions`]).
     #[serde(default = "yes")]
     pub finished: bool,
+    /// The sampling temperature of the avg@k evaluations (`eval.temperature`).
+    #[serde(default = "one")]
+    pub eval_temperature: f64,
 }
 
 fn yes() -> bool {
     true
 }
 
+fn one() -> f64 {
+    1.0
+}
+
 impl TrainReport {
-    /// The final table: held-out accuracy and tool error rate after SFT and each stage.
+    /// The final table, one row after SFT and after each stage. The headline is the held-out
+    /// avg@k at `eval.temperature` (the paper's metric; greedy decoding of the embedded default
+    /// saturates after SFT), then greedy accuracy; the tool columns (calls per trace, tool
+    /// error rate, the same in successful traces, truncation) are of the sampled evaluation,
+    /// or of the greedy one when `eval.samples` is 0.
     pub fn table(&self) -> String {
-        let mut s = String::from(
-            "| phase | RL steps | held-out acc (greedy) | avg@k | tool calls | tool error rate | in successes | truncated |\n|---|---|---|---|---|---|---|---|\n",
+        let k = self
+            .evals
+            .iter()
+            .find_map(|e| e.sampled.map(|s| s.count / e.greedy.count.max(1)))
+            .map_or_else(|| "k".to_string(), |k| k.to_string());
+        let mut s = format!(
+            "| phase | RL steps | held-out avg@{k} (T = {}) | greedy | tool calls | tool error rate | in successes | truncated |\n|---|---|---|---|---|---|---|---|\n",
+            self.eval_temperature
         );
         for e in &self.evals {
             let g = &e.greedy;
-            let k = e
-                .sampled
-                .map(|s| format!("{:.1}%", 100.0 * s.accuracy))
-                .unwrap_or_else(|| "-".into());
+            let (avg, t) = match &e.sampled {
+                Some(s) => (format!("{:.1}%", 100.0 * s.accuracy), s),
+                None => ("-".to_string(), g),
+            };
             s.push_str(&format!(
-                "| {} | {} | {:.1}% | {} | {:.2} | {:.1}% | {:.1}% | {:.1}% |\n",
+                "| {} | {} | {} | {:.1}% | {:.2} | {:.1}% | {:.1}% | {:.1}% |\n",
                 e.phase,
                 e.rl_steps,
+                avg,
                 100.0 * g.accuracy,
-                k,
-                g.tool_calls,
-                100.0 * g.tool_error_rate,
-                100.0 * g.tool_error_rate_success,
-                100.0 * g.truncation_rate
+                t.tool_calls,
+                100.0 * t.tool_error_rate,
+                100.0 * t.tool_error_rate_success,
+                100.0 * t.truncation_rate
             ));
         }
         s
@@ -501,7 +520,7 @@ pub fn resume(
             state.sft_steps,
             state.rl_steps
         ));
-        return report_from_files(run, started, true);
+        return report_from_files(run, started, true, config.eval.temperature);
     }
     observer.log(&format!(
         "resuming {} from {} after {} SFT steps and {} RL steps",
@@ -518,6 +537,7 @@ fn report_from_files(
     out: &Path,
     started: Instant,
     finished: bool,
+    eval_temperature: f64,
 ) -> Result<TrainReport, AgentError> {
     fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, AgentError> {
         if !path.exists() {
@@ -557,6 +577,7 @@ fn report_from_files(
         rollout_tokens_per_sec: mean(&mut steps.iter().map(|s| s.rollout_tokens_per_sec)),
         total_secs: started.elapsed().as_secs_f64(),
         finished,
+        eval_temperature,
     })
 }
 
@@ -599,8 +620,16 @@ impl Ctx<'_> {
             greedy,
             sampled,
         };
+        let avg = sampled.map_or_else(String::new, |s| {
+            format!(
+                "avg@k {:.1}% (tool error rate {:.1}%, {:.1}% in successes), ",
+                100.0 * s.accuracy,
+                100.0 * s.tool_error_rate,
+                100.0 * s.tool_error_rate_success
+            )
+        });
         observer.log(&format!(
-            "eval after {phase}: held-out greedy accuracy {:.1}%, tool error rate {:.1}% ({:.1}% in successes), {:.1}s",
+            "eval after {phase}: held-out {avg}greedy accuracy {:.1}%, tool error rate {:.1}% ({:.1}% in successes), {:.1}s",
             100.0 * greedy.accuracy,
             100.0 * greedy.tool_error_rate,
             100.0 * greedy.tool_error_rate_success,
@@ -800,7 +829,7 @@ fn train(
             sft_optimizer = o;
             let _ = sft_optimizer;
             if stopped {
-                return report_from_files(out, started, false);
+                return report_from_files(out, started, false, config.eval.temperature);
             }
             let secs = t0.elapsed().as_secs_f64();
             let done = total_sft - sft_done;
@@ -973,7 +1002,7 @@ fn train(
                 &optimizer,
             )?;
             if options.stop_after_rl_steps.is_some_and(|n| rl_steps >= n) {
-                return report_from_files(out, started, false);
+                return report_from_files(out, started, false, config.eval.temperature);
             }
         }
     }
@@ -991,5 +1020,65 @@ fn train(
         &model,
         &optimizer,
     )?;
-    report_from_files(out, started, true)
+    report_from_files(out, started, true, config.eval.temperature)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(count: usize, accuracy: f64, errors: f64, in_successes: f64) -> TrajectoryStats {
+        TrajectoryStats {
+            count,
+            accuracy,
+            tool_calls: 1.5,
+            tool_error_rate: errors,
+            tool_error_rate_success: in_successes,
+            ..TrajectoryStats::default()
+        }
+    }
+
+    fn report(sampled: Option<TrajectoryStats>) -> TrainReport {
+        TrainReport {
+            out: PathBuf::from("runs/x"),
+            evals: vec![EvalRow {
+                phase: "sft".into(),
+                rl_steps: 0,
+                greedy: stats(100, 0.99, 0.0, 0.0),
+                sampled,
+            }],
+            rl_steps: 0,
+            sft_steps_per_sec: 0.0,
+            rl_step_secs: 0.0,
+            rollout_tokens_per_sec: 0.0,
+            total_secs: 0.0,
+            finished: true,
+            eval_temperature: 0.8,
+        }
+    }
+
+    #[test]
+    fn the_table_heads_with_avg_at_k_and_its_tool_errors() {
+        // 400 sampled traces of 100 problems: avg@4; the tool columns are the sampled ones.
+        let table = report(Some(stats(400, 0.51, 0.222, 0.089))).table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| phase | RL steps | held-out avg@4 (T = 0.8) | greedy | tool calls | tool error rate | in successes | truncated |"
+        );
+        assert_eq!(
+            lines[2],
+            "| sft | 0 | 51.0% | 99.0% | 1.50 | 22.2% | 8.9% | 0.0% |"
+        );
+    }
+
+    #[test]
+    fn without_samples_the_table_shows_greedy_tool_errors() {
+        let table = report(None).table();
+        assert!(table.starts_with("| phase | RL steps | held-out avg@k (T = 0.8) |"));
+        assert!(
+            table.contains("| sft | 0 | - | 99.0% | 1.50 | 0.0% | 0.0% | 0.0% |"),
+            "{table}"
+        );
+    }
 }

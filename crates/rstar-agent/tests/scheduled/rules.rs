@@ -245,9 +245,10 @@ fn entropies_are_kept_only_when_asked() {
         t.token_texts.concat(),
         "<c>print(42)</c><answer>\\boxed{42}</answer>"
     );
-    // An empty last turn keeps the statistics of the earlier ones (15 assistant tokens).
+    // An empty last turn (the context is full: truncated) keeps the statistics of the earlier
+    // ones (15 assistant tokens).
     let (t, gens, _) = one(&["<c>print(1)</c>"], &config);
-    assert_eq!((t.stop, gens), (StopReason::NoToolCall, 2));
+    assert_eq!((t.stop, gens), (StopReason::TokenBudget, 2));
     assert_eq!(t.entropies, vec![0.5; 15]);
 }
 
@@ -281,4 +282,18 @@ fn the_generator_sees_context_budget_and_seed() {
     assert_eq!(seen[1].max_new_tokens, 100 - 22);
     assert_eq!((seen[0].turn, seen[1].turn), (0, 1));
     assert_ne!(seen[0].seed, seen[1].seed);
+}
+
+#[test]
+fn an_empty_turn_means_the_context_is_full_and_truncates() {
+    // A generator writes nothing only when the context fills the model (LocalEngine and
+    // RemoteEngine both answer so): the rollout ends truncated, not as "no tool call".
+    let first = "<c>print(6*7)</c>";
+    let (t, gens, calls) = one(&[first], &ScheduleConfig::compact(0));
+    assert_eq!(t.stop, StopReason::TokenBudget);
+    assert!(t.truncated);
+    assert_eq!((gens, calls), (2, 1));
+    assert_eq!(t.reward, Some(0.0));
+    // The first turn and its tool response are kept; nothing was added after them.
+    assert_eq!(t.loss_mask.iter().filter(|&&m| m == 1).count(), first.len());
 }

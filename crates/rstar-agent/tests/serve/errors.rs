@@ -23,6 +23,21 @@ fn bad_requests_get_openai_errors() {
     let addr = server.addr().to_string();
     let c = "/v1/completions";
     let cases: Vec<(&str, Value, u16, Option<&str>, &str)> = vec![
+        // Sizes that overflow a multiplication or an addition are refused, not wrapped.
+        (
+            c,
+            json!({"prompt": ["a", "b"], "n": 9_223_372_036_854_775_808u64}),
+            400,
+            Some("n"),
+            "this server answers at most 256",
+        ),
+        (
+            c,
+            json!({"prompt": "x", "max_tokens": u64::MAX}),
+            400,
+            Some("max_tokens"),
+            "maximum context length is 4096 tokens",
+        ),
         (
             c,
             json!({"prompt": "x", "max_tokens": "ten"}),
@@ -228,4 +243,33 @@ fn bad_requests_get_openai_errors() {
     // "x" is one token.
     assert_eq!(ok["usage"]["total_tokens"], n + 1);
     rt.block_on(server.shutdown()).unwrap();
+}
+
+#[test]
+fn a_full_server_answers_429_at_once() {
+    let rt = runtime();
+    let (model, tokenizer) = super::common::load();
+    let mut config = rstar_agent::serve::ServeConfig::new(MODEL);
+    config.port = 0;
+    config.max_in_flight = 1;
+    let server = rt
+        .block_on(rstar_agent::serve::start(model, tokenizer, config))
+        .unwrap();
+    let addr = server.addr().to_string();
+    // Two choices never fit in one permit: refused without queueing.
+    let (status, body) = post(
+        &addr,
+        "/v1/completions",
+        &json!({"prompt": "x", "n": 2, "max_tokens": 2}),
+    );
+    check(status, &body, 429, None, "maximum of 1 choices");
+    // One choice fits, and the permit comes back afterwards.
+    for _ in 0..2 {
+        let (status, body) = post(
+            &addr,
+            "/v1/completions",
+            &json!({"prompt": "x", "max_tokens": 2}),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
 }
