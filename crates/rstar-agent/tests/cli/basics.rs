@@ -1,11 +1,6 @@
 //! End-to-end tests of the `rstar` binary: every test runs the real executable.
 
-fn rstar(args: &[&str]) -> std::process::Output {
-    super::common::command()
-        .args(args)
-        .output()
-        .expect("the rstar binary runs")
-}
+use super::common::output as rstar;
 
 #[test]
 fn help_lists_subcommands() {

@@ -29,6 +29,14 @@ pub fn command() -> Command {
     cmd
 }
 
+/// Runs `rstar ARGS` without input and returns its raw output.
+pub fn output(args: &[&str]) -> std::process::Output {
+    command()
+        .args(args)
+        .output()
+        .expect("the rstar binary runs")
+}
+
 /// Runs `rstar ARGS` with `stdin` written to its input (closed when `None`) and extra
 /// environment variables.
 pub fn run<S: AsRef<OsStr>>(args: &[S], stdin: Option<&[u8]>, envs: &[(&str, &OsStr)]) -> Run {

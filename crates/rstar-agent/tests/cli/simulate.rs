@@ -1,11 +1,6 @@
 //! End-to-end tests of `rstar simulate` (on the small preset, to stay fast).
 
-fn rstar(args: &[&str]) -> std::process::Output {
-    super::common::command()
-        .args(args)
-        .output()
-        .expect("the rstar binary runs")
-}
+use super::common::output as rstar;
 
 #[test]
 fn prints_three_policies_and_the_check() {
