@@ -335,6 +335,14 @@ impl Trajectory {
         !self.entropies.is_empty()
     }
 
+    /// Drops the per-token entropies, log-probabilities and token texts (drivers keep them only
+    /// when asked to record entropies: they triple a trajectory's size).
+    pub fn strip_token_stats(&mut self) {
+        self.entropies.clear();
+        self.token_logprobs.clear();
+        self.token_texts.clear();
+    }
+
     /// Attaches per-assistant-token entropies and log-probabilities (see the field docs);
     /// either may be empty. Fails, changing nothing, when a non-empty one does not have one
     /// entry per assistant token.

@@ -573,9 +573,7 @@ where
             .ok_or_else(|| AgentError::EpisodeState("a rollout was collected twice".into()))?;
         let mut t = episode.finish_scored(|text| score(text, &p.answer))?;
         if !config.record_entropy {
-            t.entropies.clear();
-            t.token_logprobs.clear();
-            t.token_texts.clear();
+            t.strip_token_stats();
         }
         trajectories.push(t);
     }

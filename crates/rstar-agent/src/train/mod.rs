@@ -682,15 +682,6 @@ fn lines_of(sft: &JsonLines, metrics: &JsonLines, eval: &JsonLines) -> Lines {
     }
 }
 
-/// Drops per-token entropies, log-probabilities and token texts (kept with `record_entropy`).
-fn strip_token_stats(trajectories: &mut [Trajectory]) {
-    for t in trajectories {
-        t.entropies.clear();
-        t.token_logprobs.clear();
-        t.token_texts.clear();
-    }
-}
-
 /// The run from the start (`start` `None`) or from a checkpoint.
 fn train(
     config: &TrainConfig,
@@ -1007,7 +998,9 @@ fn train(
         }
     }
     if !config.record_entropy {
-        strip_token_stats(&mut last_samples);
+        last_samples
+            .iter_mut()
+            .for_each(Trajectory::strip_token_stats);
     }
     Trajectory::write_jsonl(&out.join("samples.jsonl"), &last_samples)?;
     ctx.checkpoint(
