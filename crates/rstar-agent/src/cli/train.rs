@@ -76,6 +76,10 @@ pub struct Args {
     /// `rstar analyze entropy`); without it they are stripped.
     #[arg(long)]
     pub record_entropy: bool,
+    /// Write the resumable checkpoint every N SFT and RL steps (and after every evaluation)
+    /// [default: 1; 10 with `--preset rstar2-agent`].
+    #[arg(long, value_name = "N")]
+    pub checkpoint_every: Option<usize>,
     /// Python interpreter of the tool sandbox.
     #[arg(long, env = "RSTAR_PYTHON")]
     pub python: Option<PathBuf>,
@@ -231,6 +235,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--engines", args.engines.is_some()),
         ("--dispatch", args.dispatch.is_some()),
         ("--record-entropy", args.record_entropy),
+        ("--checkpoint-every", args.checkpoint_every.is_some()),
     ];
     for (flag, given) in flags {
         if given {
@@ -307,6 +312,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if args.record_entropy {
             config.record_entropy = true;
+        }
+        if let Some(every) = args.checkpoint_every {
+            config.checkpoint_every = every;
         }
         if let Some(python) = &args.python {
             config.tools.python = python.clone();

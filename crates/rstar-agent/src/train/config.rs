@@ -64,6 +64,10 @@ fn one() -> usize {
     1
 }
 
+fn default_adam_epsilon() -> f64 {
+    1e-8
+}
+
 fn kv_aware() -> DispatchPolicy {
     DispatchPolicy::KvAware
 }
@@ -131,6 +135,9 @@ pub struct RlOptions {
     /// `kv-aware`).
     #[serde(default = "kv_aware")]
     pub dispatch: DispatchPolicy,
+    /// AdamW's ε for the RL updates (SFT keeps 1e-8).
+    #[serde(default = "default_adam_epsilon")]
+    pub adam_epsilon: f64,
 }
 
 /// Held-out evaluation after SFT and after each stage.
@@ -202,6 +209,12 @@ pub struct TrainConfig {
     /// keep the files small (`--record-entropy`).
     #[serde(default)]
     pub record_entropy: bool,
+    /// Write the resumable checkpoint (`checkpoints/last/`) every this many SFT and RL steps,
+    /// and after every evaluation; a kill loses the steps since the last one, which a resume
+    /// replays. 1 (the default) loses at most the current step; a large model, whose
+    /// checkpoint is three times its f32 size, wants more.
+    #[serde(default = "one")]
+    pub checkpoint_every: usize,
 }
 
 impl TrainConfig {
@@ -254,6 +267,7 @@ impl TrainConfig {
                 rollout_driver: RolloutDriver::Lockstep,
                 engines: 1,
                 dispatch: DispatchPolicy::KvAware,
+                adam_epsilon: 1e-8,
             },
             curriculum: CurriculumConfig::rstar2_agent(),
             eval: EvalOptions {
@@ -262,6 +276,8 @@ impl TrainConfig {
                 temperature: 1.0,
                 max_batch: 64,
             },
+            // A 14B policy with its AdamW moments is ~170 GB in f32: not after every step.
+            checkpoint_every: 10,
             ..tiny
         }
     }
@@ -302,6 +318,7 @@ impl TrainConfig {
                 rollout_driver: RolloutDriver::Lockstep,
                 engines: 1,
                 dispatch: DispatchPolicy::KvAware,
+                adam_epsilon: 1e-8,
             },
             curriculum: CurriculumConfig::tiny(),
             eval: EvalOptions {
@@ -316,6 +333,7 @@ impl TrainConfig {
                 timeout_secs: 5.0,
             },
             record_entropy: false,
+            checkpoint_every: 1,
         }
     }
 
@@ -380,6 +398,7 @@ impl TrainConfig {
             ("rl.pool_size", self.rl.pool_size),
             ("rl.mini_batches", self.rl.mini_batches),
             ("rl.engines", self.rl.engines),
+            ("checkpoint_every", self.checkpoint_every),
         ];
         for (field, v) in positive {
             if v == 0 {
@@ -399,6 +418,12 @@ impl TrainConfig {
             if !(lr.is_finite() && lr > 0.0) {
                 return bad(field, format!("is {lr}, expected a positive number"));
             }
+        }
+        if !(self.rl.adam_epsilon.is_finite() && self.rl.adam_epsilon > 0.0) {
+            return bad(
+                "rl.adam_epsilon",
+                format!("is {}, expected a positive number", self.rl.adam_epsilon),
+            );
         }
         if !(0.0..=1.0).contains(&self.sft.failing_fraction) {
             return bad(
@@ -502,6 +527,8 @@ mod tests {
             (1e-6, 512, 16)
         );
         assert!(c.rl.roc && c.rl.grpo.kl.is_none() && c.rl.grpo.entropy_coeff == 0.0);
+        assert_eq!(c.checkpoint_every, 10);
+        assert_eq!(TrainConfig::tiny().checkpoint_every, 1);
         assert_eq!(
             (c.rl.grpo.clip_ratio_low, c.rl.grpo.clip_ratio_high),
             (0.2, 0.28)
@@ -544,6 +571,20 @@ mod tests {
         c.eval.temperature = 0.0;
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("`eval.temperature`"), "{err}");
+    }
+
+    #[test]
+    fn the_rl_adam_epsilon_defaults_to_1e_8_and_must_be_positive() {
+        let mut json: serde_json::Value = serde_json::to_value(TrainConfig::tiny()).unwrap();
+        json["rl"].as_object_mut().unwrap().remove("adam_epsilon");
+        let c: TrainConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(c.rl.adam_epsilon, 1e-8);
+        for eps in [0.0, -1e-3, f64::NAN] {
+            let mut c = TrainConfig::smoke();
+            c.rl.adam_epsilon = eps;
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains("`rl.adam_epsilon`"), "{err}");
+        }
     }
 
     #[test]

@@ -216,9 +216,11 @@ impl TrainReport {
 /// workers (they do not change results, so a resumed run may use others).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunOptions {
-    /// Return after this many SFT steps of the run (counted from its start, not the resume).
+    /// Return after this many SFT steps of the run (counted from its start, not the resume),
+    /// as a kill would leave it: `checkpoints/last/` is the last one written
+    /// (`checkpoint_every`).
     pub stop_after_sft_steps: Option<usize>,
-    /// Return after this many RL steps of the run.
+    /// Return after this many RL steps of the run, as a kill would leave it.
     pub stop_after_rl_steps: Option<u64>,
     /// [`resume`]: the Python interpreter instead of the saved `tools.python`.
     pub python: Option<PathBuf>,
@@ -697,13 +699,12 @@ fn train(
     let train_device = device.clone().autodiff();
     let (mut model, tokenizer, loaded_optimizer) = match &start {
         Some((dir, state)) => {
-            let weight_decay = if state.phase == Phase::Sft {
-                config.sft.weight_decay
+            let fresh = if state.phase == Phase::Sft {
+                optim::adamw(config.sft.weight_decay)
             } else {
-                config.rl.weight_decay
+                optim::adamw_with(config.rl.weight_decay, config.rl.adam_epsilon)
             };
-            let (m, t, o) =
-                checkpoint::load(dir, state, &train_device, optim::adamw(weight_decay))?;
+            let (m, t, o) = checkpoint::load(dir, state, &train_device, fresh)?;
             (m, t, Some(o))
         }
         None => match &config.init {
@@ -801,16 +802,18 @@ fn train(
                 |s, m, o| {
                     sft_log.push(s)?;
                     observer.sft_step(s, &config.sft);
-                    ctx.checkpoint(
-                        Phase::Sft,
-                        s.step,
-                        0,
-                        None,
-                        None,
-                        lines_of(&sft_log, &metrics, &evals_log),
-                        m,
-                        o,
-                    )?;
+                    if s.step % config.checkpoint_every == 0 {
+                        ctx.checkpoint(
+                            Phase::Sft,
+                            s.step,
+                            0,
+                            None,
+                            None,
+                            lines_of(&sft_log, &metrics, &evals_log),
+                            m,
+                            o,
+                        )?;
+                    }
                     stopped = options.stop_after_sft_steps.is_some_and(|n| s.step >= n)
                         && s.step < total_sft;
                     Ok(!stopped)
@@ -830,7 +833,7 @@ fn train(
             ));
         }
         last_samples = ctx.eval_and_save(&model, "sft", 0, &mut tools, &mut evals_log, observer)?;
-        let optimizer = optim::adamw(config.rl.weight_decay);
+        let optimizer = optim::adamw_with(config.rl.weight_decay, config.rl.adam_epsilon);
         let curriculum = Curriculum::new(config.curriculum.clone())?;
         ctx.checkpoint(
             Phase::Rl,
@@ -854,7 +857,9 @@ fn train(
             });
         };
         (
-            loaded_optimizer.unwrap_or_else(|| optim::adamw(config.rl.weight_decay)),
+            loaded_optimizer.unwrap_or_else(|| {
+                optim::adamw_with(config.rl.weight_decay, config.rl.adam_epsilon)
+            }),
             Curriculum::resume(config.curriculum.clone(), cstate)?,
             state.stage_pool.clone(),
         )
@@ -950,6 +955,8 @@ fn train(
         record.time_step = t.elapsed().as_secs_f64();
         metrics.push(&record)?;
         observer.rl_step(&record, total_rl);
+        // An evaluation is expensive to replay: always checkpoint after one.
+        let evaluated = !matches!(decision, Decision::Stay);
         match decision {
             Decision::Stay => {}
             Decision::Advance {
@@ -964,7 +971,7 @@ fn train(
                     observer,
                 )?;
                 if reset_optimizer {
-                    optimizer = optim::adamw(config.rl.weight_decay);
+                    optimizer = optim::adamw_with(config.rl.weight_decay, config.rl.adam_epsilon);
                 }
             }
             Decision::Finish { .. } => {
@@ -981,7 +988,9 @@ fn train(
         if let Err(e) = plots::draw(out) {
             observer.log(&format!("plots not drawn: {e}"));
         }
-        if !curriculum.is_finished() {
+        if !curriculum.is_finished()
+            && (evaluated || rl_steps % config.checkpoint_every as u64 == 0)
+        {
             ctx.checkpoint(
                 Phase::Rl,
                 total_sft,
@@ -992,9 +1001,9 @@ fn train(
                 &model,
                 &optimizer,
             )?;
-            if options.stop_after_rl_steps.is_some_and(|n| rl_steps >= n) {
-                return report_from_files(out, started, false, config.eval.temperature);
-            }
+        }
+        if !curriculum.is_finished() && options.stop_after_rl_steps.is_some_and(|n| rl_steps >= n) {
+            return report_from_files(out, started, false, config.eval.temperature);
         }
     }
     if !config.record_entropy {

@@ -11,8 +11,13 @@ use super::config::LrSchedule;
 /// Burn's AdamW with β = (0.9, 0.999), ε = 1e-8 and the given decoupled weight decay. Clipping is
 /// done by [`clip_global_norm`] (Burn's own clips each tensor separately).
 pub fn adamw(weight_decay: f32) -> ModuleOptimizer {
+    adamw_with(weight_decay, 1e-8)
+}
+
+/// [`adamw`] with another ε (RL's `rl.adam_epsilon`).
+pub fn adamw_with(weight_decay: f32, epsilon: f64) -> ModuleOptimizer {
     AdamWConfig::new()
-        .with_epsilon(1e-8)
+        .with_epsilon(epsilon as f32)
         .with_weight_decay(weight_decay)
         .init()
 }

@@ -247,3 +247,66 @@ fn resume_errors_name_the_path_and_the_refused_flags() {
         "{stderr}"
     );
 }
+
+/// With `--checkpoint-every 3`, a run stopped (as a kill would leave it) after RL step 5 holds
+/// the checkpoint of step 4 (the end of stage `long`: evaluations are always checkpointed) and
+/// a fifth metrics line; the resume drops that line, replays step 5 and ends like a run
+/// checkpointed after every step. Stopped after SFT step 2, before any
+/// checkpoint, there is nothing to resume.
+#[test]
+fn a_run_checkpointed_every_3_steps_replays_what_a_kill_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path());
+    let whole = dir.path().join("whole");
+    let sparse = dir.path().join("sparse");
+    let early = dir.path().join("early");
+    let (whole_s, sparse_s, early_s) = (
+        whole.to_str().unwrap(),
+        sparse.to_str().unwrap(),
+        early.to_str().unwrap(),
+    );
+    train(&[
+        "train", "--config", &config, "--out", whole_s, "--seed", "5",
+    ]);
+
+    let every = ["--checkpoint-every", "3"];
+    train(
+        &[
+            &[
+                "train", "--config", &config, "--out", early_s, "--seed", "5",
+            ][..],
+            &every,
+            &["--stop-after-sft-steps", "2"],
+        ]
+        .concat(),
+    );
+    assert_eq!(records(&early.join("sft_metrics.jsonl")).len(), 2);
+    let (ok, _, stderr) = rstar(&["train", "--resume", early_s]);
+    assert!(!ok && stderr.contains("no checkpoint"), "{stderr}");
+
+    train(
+        &[
+            &[
+                "train", "--config", &config, "--out", sparse_s, "--seed", "5",
+            ][..],
+            &every,
+            &["--stop-after-rl-steps", "5"],
+        ]
+        .concat(),
+    );
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(sparse.join("checkpoints/last/state.json")).unwrap(),
+    )
+    .unwrap();
+    // Checkpoints after steps 2 (stage end), 3 (a multiple of 3) and 4 (stage end), not 5.
+    assert_eq!(state["rl_steps"], 4);
+    assert_eq!(records(&sparse.join("metrics.jsonl")).len(), 5);
+    let saved = TrainConfig::from_json_file(&sparse.join("config.json")).unwrap();
+    assert_eq!(saved.checkpoint_every, 3);
+    train(&["train", "--resume", sparse_s]);
+    for file in ["metrics.jsonl", "eval.jsonl", "samples.jsonl"] {
+        let (a, b) = (records(&whole.join(file)), records(&sparse.join(file)));
+        assert!(!a.is_empty(), "{file}");
+        assert_eq!(a, b, "{file}");
+    }
+}
