@@ -5,8 +5,9 @@
 //! 3. `cargo fmt --check`;
 //! 4. `cargo clippy --workspace --all-targets` with warnings denied;
 //! 5. `cargo test --workspace`, doctests included, with `RSTAR_PYTHON` set;
-//! 6. the policy's `wgpu` tests on Mesa's lavapipe (CPU Vulkan; installed with apt-get when
-//!    absent), which is the slowest step: a second Burn build with the GPU backend.
+//! 6. the policy's `wgpu` tests and a `rstar train --backend wgpu` smoke run on Mesa's
+//!    lavapipe (CPU Vulkan; installed with apt-get when absent), which is the slowest step: a
+//!    second Burn build with the GPU backend.
 
 use std::path::Path;
 use std::time::Instant;

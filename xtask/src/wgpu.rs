@@ -1,4 +1,5 @@
-//! `cargo xtask test-wgpu`: the policy's wgpu-vs-flex test on Mesa's lavapipe.
+//! `cargo xtask test-wgpu`: the policy's wgpu-vs-flex test and a `rstar train --backend wgpu`
+//! smoke run on Mesa's lavapipe.
 //!
 //! Lavapipe is a Vulkan driver that runs on the CPU, so the `wgpu` backend can
 //! be tested on machines without a GPU. It is slow (a clean `wgpu` build takes
@@ -21,7 +22,8 @@ pub fn run(args: &[String]) -> Result<()> {
 }
 
 /// Installs lavapipe when absent and runs every `wgpu` test of the policy (its examples are
-/// compiled with the feature too; the bench is not a test and would run in full).
+/// compiled with the feature too; the bench is not a test and would run in full), then the
+/// trainer's `--backend wgpu` smoke run.
 /// `cargo xtask ci` calls this last.
 pub fn test_on_lavapipe() -> Result<()> {
     ensure_vulkan_driver()?;
@@ -41,6 +43,23 @@ pub fn test_on_lavapipe() -> Result<()> {
                 "wgpu",
             ])
             // Kernel autotuning on a CPU driver costs minutes and gains nothing.
+            .env("CUBECL_AUTOTUNE_LEVEL", "minimal"),
+    )?;
+    step(
+        "rstar train --backend wgpu (lavapipe)",
+        cargo()
+            .args([
+                "test",
+                "-p",
+                "rstar-agent",
+                "--features",
+                "wgpu",
+                "--test",
+                "train",
+                "--locked",
+                "wgpu",
+            ])
+            .env("RSTAR_PYTHON", crate::venv::ensure()?)
             .env("CUBECL_AUTOTUNE_LEVEL", "minimal"),
     )
 }

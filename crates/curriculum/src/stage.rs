@@ -151,23 +151,24 @@ impl CurriculumConfig {
     }
 
     /// A small curriculum of the same shape for the embedded CPU default: 256
-    /// then 384 response tokens, 3 then 5 turns, 8 + 4 + 6 steps, the first
-    /// stage ending early once the reward is flat for 3 steps, the hard stage
-    /// on problems not solved 8 of 8 with the optimizer reset.
+    /// then 384 response tokens, 3 then 5 turns, 16 + 8 + 8 steps, the first
+    /// stage ending early (not before step 10) once the 4-step average reward
+    /// has been flat for 4 steps, the hard stage on problems not solved 8 of 8
+    /// with the optimizer reset.
     pub fn tiny() -> Self {
         use crate::trigger::Plateau;
         let flat = Trigger::Plateau(Plateau {
-            window: 3,
+            window: 4,
             delta: 0.01,
-            average: 2,
-            warmup: 5,
+            average: 4,
+            warmup: 10,
         });
         Self {
             stages: vec![
-                Stage::new("short", 256, 3).steps(8).until(flat),
-                Stage::new("long", 384, 3).steps(4),
+                Stage::new("short", 256, 3).steps(16).until(flat),
+                Stage::new("long", 384, 3).steps(8),
                 Stage::new("hard", 384, 5)
-                    .steps(6)
+                    .steps(8)
                     .hard(8, 1.0)
                     .reset_optimizer(),
             ],

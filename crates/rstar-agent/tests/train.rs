@@ -1,5 +1,5 @@
 //! Integration tests of the trainer: the rollout driver, SFT, one GRPO-RoC step, configs,
-//! `rstar train --preset smoke`, resume and plots.
+//! `rstar train --preset smoke`, resume and plots; `--backend wgpu` with the `wgpu` feature.
 
 mod train {
     mod cli;
@@ -11,4 +11,6 @@ mod train {
     mod rollout;
     mod scheduled;
     mod sft;
+    #[cfg(feature = "wgpu")]
+    mod wgpu;
 }

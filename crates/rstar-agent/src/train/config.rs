@@ -138,6 +138,10 @@ pub struct RlOptions {
     /// AdamW's ε for the RL updates (SFT keeps 1e-8).
     #[serde(default = "default_adam_epsilon")]
     pub adam_epsilon: f64,
+    /// Linear learning-rate warm-up over the first RL steps of the run: step `s` (1-based)
+    /// uses `lr · min(1, s / warmup_steps)`; 0 for none.
+    #[serde(default)]
+    pub warmup_steps: u64,
 }
 
 /// Held-out evaluation after SFT and after each stage.
@@ -268,6 +272,7 @@ impl TrainConfig {
                 engines: 1,
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,
+                warmup_steps: 0,
             },
             curriculum: CurriculumConfig::rstar2_agent(),
             eval: EvalOptions {
@@ -309,16 +314,17 @@ impl TrainConfig {
                 group_size: 8,
                 prompts_per_step: 8,
                 pool_size: 512,
-                lr: 2e-5,
+                lr: 5e-5,
                 weight_decay: 0.0,
                 grad_clip: Some(1.0),
-                mini_batches: 2,
+                mini_batches: 1,
                 hard_pool_size: 64,
                 grpo: GrpoConfig::rstar2_agent(),
                 rollout_driver: RolloutDriver::Lockstep,
                 engines: 1,
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,
+                warmup_steps: 0,
             },
             curriculum: CurriculumConfig::tiny(),
             eval: EvalOptions {
@@ -574,11 +580,12 @@ mod tests {
     }
 
     #[test]
-    fn the_rl_adam_epsilon_defaults_to_1e_8_and_must_be_positive() {
+    fn older_configs_get_adam_epsilon_1e_8_and_no_warm_up_and_epsilon_must_be_positive() {
         let mut json: serde_json::Value = serde_json::to_value(TrainConfig::tiny()).unwrap();
         json["rl"].as_object_mut().unwrap().remove("adam_epsilon");
+        json["rl"].as_object_mut().unwrap().remove("warmup_steps");
         let c: TrainConfig = serde_json::from_value(json).unwrap();
-        assert_eq!(c.rl.adam_epsilon, 1e-8);
+        assert_eq!((c.rl.adam_epsilon, c.rl.warmup_steps), (1e-8, 0));
         for eps in [0.0, -1e-3, f64::NAN] {
             let mut c = TrainConfig::smoke();
             c.rl.adam_epsilon = eps;

@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Tensor, TensorData};
 use rand::SeedableRng;
 use rand::seq::index::sample;
 use rand_chacha::ChaCha8Rng;
 use rstar_curriculum::Stage;
-use rstar_grpo::{GlobalBatch, PolicyLossInputs, group_advantages, policy_loss};
+use rstar_grpo::{GlobalBatch, GrpoConfig, PolicyLossInputs, group_advantages, policy_loss};
 use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_logprobs};
 use rstar_roc::{RocConfig, TraceSummary, reject_equal_reward, select};
 use serde::{Deserialize, Serialize};
@@ -278,7 +278,6 @@ pub fn step_with(
                 (ids, w)
             })
             .collect();
-        let device = model.device();
         let inner = policy.device();
         let n = rows.len();
         let per = n.div_ceil(o.mini_batches.min(n));
@@ -287,43 +286,43 @@ pub fn step_with(
             .chunks(per)
             .map(<[usize]>::to_vec)
             .collect();
-        // Old log-probs: the sampling policy, recomputed before any update.
-        let mut olds = Vec::with_capacity(chunks.len());
-        for chunk in &chunks {
-            let packed: Vec<(&[u32], &[f32])> = chunk
+        // Each mini-batch is cut into micro-batches of rows of similar length (less padding);
+        // the loss of each is normalised by the mini-batch's token and sequence counts, so the
+        // accumulated gradient is the mini-batch's.
+        let micro: Vec<Vec<Vec<usize>>> = chunks
+            .iter()
+            .map(|chunk| micro_batches(chunk, &rows, MICRO_BATCH_TOKENS))
+            .collect();
+        // Old log-probs: the sampling policy, recomputed before any update. With one update the
+        // policy that sampled is the one being updated, so the detached current log-probs are
+        // the same numbers without a second forward pass.
+        let olds: Option<Vec<Vec<TensorData>>> = (chunks.len() > 1).then(|| {
+            micro
                 .iter()
-                .map(|&i| (rows[i].0.as_slice(), rows[i].1.as_slice()))
-                .collect();
-            let (tokens, _, _) = pack(&packed, &inner);
-            let (old, _) = sequence_logprobs(&policy, tokens);
-            olds.push(old.into_data());
-        }
-        for (chunk, old) in chunks.iter().zip(olds) {
-            let packed: Vec<(&[u32], &[f32])> = chunk
-                .iter()
-                .map(|&i| (rows[i].0.as_slice(), rows[i].1.as_slice()))
-                .collect();
-            let (tokens, mask, len) = pack(&packed, &device);
-            let adv: Vec<f32> = chunk
-                .iter()
-                .flat_map(|&i| std::iter::repeat_n(advantages[i], len - 1))
-                .collect();
-            let adv = Tensor::<2>::from_data(TensorData::new(adv, [chunk.len(), len - 1]), &device);
-            let old = Tensor::<2>::from_data(old, &device);
-            let (logp, ent) = sequence_logprobs(&model, tokens);
-            let count = mask.clone().sum().into_scalar::<f32>().max(1.0);
-            entropy = (ent.detach() * mask.clone()).sum().into_scalar::<f32>() / count;
-            let loss = policy_loss(
-                &o.grpo,
-                PolicyLossInputs::new(logp, old, adv, mask),
-                &GlobalBatch::new(),
-            )?;
-            clip_frac = loss.metrics.clip_frac;
-            ppo_kl = loss.metrics.ppo_kl;
-            pg_loss += loss.metrics.pg_loss / chunks.len() as f32;
-            let mut grads = GradientsParams::from_grads(loss.loss.backward(), &model);
+                .map(|parts| {
+                    parts
+                        .iter()
+                        .map(|part| {
+                            let (tokens, _, _) = pack(&packed(part, &rows), &inner);
+                            sequence_logprobs(&policy, tokens).0.into_data()
+                        })
+                        .collect()
+                })
+                .collect()
+        });
+        for (c, parts) in micro.iter().enumerate() {
+            let olds = olds.as_ref().map(|o| o[c].as_slice());
+            let Some((mut grads, m)) =
+                mini_batch_gradients(&model, &rows, parts, &advantages, olds, &o.grpo)?
+            else {
+                continue;
+            };
+            entropy = m.entropy;
+            clip_frac = m.clip_frac;
+            ppo_kl = m.ppo_kl;
+            pg_loss += m.pg_loss / chunks.len() as f32;
             grad_norm += clip_global_norm(&model, &mut grads, o.grad_clip) / chunks.len() as f64;
-            model = optimizer.step(o.lr, model, grads);
+            model = optimizer.step(step_lr(o, inputs.step), model, grads);
             updates += 1;
         }
     }
@@ -353,6 +352,138 @@ pub fn step_with(
         decision: String::new(),
     };
     Ok((model, record, trajectories))
+}
+
+/// What one mini-batch's loss reports.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MiniBatchMetrics {
+    /// The policy-gradient loss of the mini-batch.
+    pub pg_loss: f32,
+    /// Mean per-token entropy on the tokens in the loss.
+    pub entropy: f32,
+    /// Fraction of those tokens where the ratio was clipped.
+    pub clip_frac: f32,
+    /// Mean `old_logp − logp` over them.
+    pub ppo_kl: f32,
+}
+
+/// The gradient of the GRPO loss of one mini-batch, given as `parts`, its micro-batches (row
+/// indices into `rows`, each row the prompt and response ids with per-token loss weights),
+/// accumulated micro-batch by micro-batch with the losses normalised by the whole
+/// mini-batch's token and sequence counts, so it equals the gradient of the mini-batch in one
+/// piece. `olds` are the micro-batches' old log-probs; `None` takes the detached current ones
+/// (the policy being updated is the one that sampled). `None` when no token is in the loss.
+///
+/// # Errors
+/// The loss's errors ([`AgentError::Grpo`]).
+pub fn mini_batch_gradients(
+    model: &Qwen,
+    rows: &[(Vec<u32>, Vec<f32>)],
+    parts: &[Vec<usize>],
+    advantages: &[f32],
+    olds: Option<&[TensorData]>,
+    grpo: &GrpoConfig,
+) -> Result<Option<(GradientsParams, MiniBatchMetrics)>, AgentError> {
+    let all: Vec<usize> = parts.iter().flatten().copied().collect();
+    let (tokens_total, sequences_total) = counts(&all, rows);
+    if tokens_total == 0 {
+        return Ok(None);
+    }
+    let device = model.device();
+    let global = GlobalBatch::new()
+        .with_num_tokens(tokens_total)
+        .with_num_sequences(sequences_total);
+    let mut accumulated = GradientsAccumulator::<Qwen>::new();
+    let (mut ent_sum, mut clip_sum, mut kl_sum, mut pg_loss) = (0.0f64, 0.0f64, 0.0f64, 0.0f32);
+    for (m, part) in parts.iter().enumerate() {
+        let (tokens, mask, len) = pack(&packed(part, rows), &device);
+        let adv: Vec<f32> = part
+            .iter()
+            .flat_map(|&i| std::iter::repeat_n(advantages[i], len - 1))
+            .collect();
+        let adv = Tensor::<2>::from_data(TensorData::new(adv, [part.len(), len - 1]), &device);
+        let (logp, ent) = sequence_logprobs(model, tokens);
+        let old = match olds {
+            Some(olds) => Tensor::<2>::from_data(olds[m].clone(), &device),
+            None => logp.clone().detach(),
+        };
+        let local = f64::from(mask.clone().sum().into_scalar::<f32>());
+        ent_sum += f64::from((ent.detach() * mask.clone()).sum().into_scalar::<f32>());
+        let loss = policy_loss(grpo, PolicyLossInputs::new(logp, old, adv, mask), &global)?;
+        clip_sum += f64::from(loss.metrics.clip_frac) * local;
+        kl_sum += f64::from(loss.metrics.ppo_kl) * local;
+        pg_loss += loss.metrics.pg_loss;
+        accumulated.accumulate(
+            model,
+            GradientsParams::from_grads(loss.loss.backward(), model),
+        );
+    }
+    let total = tokens_total as f64;
+    Ok(Some((
+        accumulated.grads(),
+        MiniBatchMetrics {
+            pg_loss,
+            entropy: (ent_sum / total) as f32,
+            clip_frac: (clip_sum / total) as f32,
+            ppo_kl: (kl_sum / total) as f32,
+        },
+    )))
+}
+
+/// Padded tokens (rows × longest row) per micro-batch of the update.
+pub const MICRO_BATCH_TOKENS: usize = 8192;
+
+/// The rows `chunk` (indices into `rows`) sorted by length and cut into micro-batches of at most `budget` padded
+/// tokens (at least one row each).
+pub fn micro_batches(
+    chunk: &[usize],
+    rows: &[(Vec<u32>, Vec<f32>)],
+    budget: usize,
+) -> Vec<Vec<usize>> {
+    let mut order = chunk.to_vec();
+    order.sort_by_key(|&i| (rows[i].0.len(), i));
+    let mut parts: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    for i in order {
+        // Sorted ascending, so row `i` is the longest of the micro-batch it joins.
+        if !current.is_empty() && (current.len() + 1) * rows[i].0.len() > budget {
+            parts.push(std::mem::take(&mut current));
+        }
+        current.push(i);
+    }
+    if !current.is_empty() {
+        parts.push(current);
+    }
+    parts
+}
+
+/// The rows of `part` as [`pack`] takes them.
+fn packed<'a>(part: &[usize], rows: &'a [(Vec<u32>, Vec<f32>)]) -> Vec<(&'a [u32], &'a [f32])> {
+    part.iter()
+        .map(|&i| (rows[i].0.as_slice(), rows[i].1.as_slice()))
+        .collect()
+}
+
+/// Tokens in the loss (next-token positions [`pack`] keeps) and sequences with at least one.
+fn counts(chunk: &[usize], rows: &[(Vec<u32>, Vec<f32>)]) -> (usize, usize) {
+    let per_row: Vec<usize> = chunk
+        .iter()
+        .map(|&i| rows[i].1.iter().skip(1).filter(|&&w| w > 0.0).count())
+        .collect();
+    (
+        per_row.iter().sum(),
+        per_row.iter().filter(|&&t| t > 0).count(),
+    )
+}
+
+/// The learning rate of RL step `step` (1-based): `rl.lr` after a linear warm-up over
+/// `rl.warmup_steps` steps.
+pub fn step_lr(options: &RlOptions, step: u64) -> f64 {
+    if options.warmup_steps == 0 {
+        options.lr
+    } else {
+        options.lr * (step as f64 / options.warmup_steps as f64).min(1.0)
+    }
 }
 
 /// The rollout seed of RL step `step` (1-based) of a run seeded `seed`: both drivers sample

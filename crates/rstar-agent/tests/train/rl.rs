@@ -165,3 +165,157 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
     .unwrap();
     assert_eq!(rec.rollouts, 4 * 4);
 }
+
+/// Collects `(id, rank)` of a module's float parameters.
+struct Ids(Vec<(burn::module::ParamId, usize)>);
+
+impl burn::module::ModuleVisitor for Ids {
+    fn visit_float<const D: usize>(
+        &mut self,
+        param: &burn::module::Param<burn::tensor::Tensor<D>>,
+    ) {
+        self.0.push((param.id, D));
+    }
+}
+
+/// Every gradient of `grads` flattened, parameter by parameter in the model's order.
+fn flat(model: &Qwen, grads: &burn::optim::GradientsParams) -> Vec<f32> {
+    use burn::module::Module;
+    fn get<const D: usize>(
+        g: &burn::optim::GradientsParams,
+        id: burn::module::ParamId,
+    ) -> Vec<f32> {
+        g.get::<D>(id)
+            .map(|t| t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap())
+            .unwrap_or_default()
+    }
+    let mut ids = Ids(Vec::new());
+    model.visit(&mut ids);
+    ids.0
+        .iter()
+        .flat_map(|&(id, rank)| match rank {
+            1 => get::<1>(grads, id),
+            2 => get::<2>(grads, id),
+            3 => get::<3>(grads, id),
+            _ => get::<4>(grads, id),
+        })
+        .collect()
+}
+
+#[test]
+fn micro_batches_give_the_gradient_of_the_whole_mini_batch() {
+    use rl::{MiniBatchMetrics, micro_batches, mini_batch_gradients};
+    let device = burn::tensor::Device::flex().autodiff();
+    let model = Qwen::random(super::common::tiny_config(), 3, &device).unwrap();
+    // Nine rows of 5 to 37 tokens: a 3-token prompt (weight 0), then response tokens with every
+    // fifth one a tool token (weight 0); one row has no token in the loss at all.
+    let rows: Vec<(Vec<u32>, Vec<f32>)> = (0..9usize)
+        .map(|r| {
+            let len = 5 + 4 * ((r * 5) % 9);
+            let ids = (0..len)
+                .map(|t| ((t * 7 + r * 3) % 50 + 1) as u32)
+                .collect();
+            let w = (0..len)
+                .map(|t| {
+                    if t < 3 || t % 5 == 0 || r == 4 {
+                        0.0
+                    } else {
+                        1.0
+                    }
+                })
+                .collect();
+            (ids, w)
+        })
+        .collect();
+    let advantages = [1.2, -0.4, 0.7, -1.1, 0.3, 0.0, -0.8, 0.5, -0.2];
+    let all: Vec<usize> = (0..rows.len()).collect();
+    let parts = micro_batches(&all, &rows, 60);
+    // Sorted by length, nothing lost or repeated, each part within 60 padded tokens.
+    let order: Vec<usize> = parts.iter().flatten().copied().collect();
+    let mut seen = order.clone();
+    seen.sort_unstable();
+    assert_eq!(seen, all);
+    assert!(
+        order
+            .windows(2)
+            .all(|w| rows[w[0]].0.len() <= rows[w[1]].0.len())
+    );
+    assert!(parts.len() >= 3, "{parts:?}");
+    for p in &parts {
+        let longest = p.iter().map(|&i| rows[i].0.len()).max().unwrap();
+        assert!(p.len() == 1 || p.len() * longest <= 60, "{p:?}");
+    }
+
+    let config = rstar_grpo::GrpoConfig::rstar2_agent();
+    let (whole, wm) =
+        mini_batch_gradients(&model, &rows, &[all.clone()], &advantages, None, &config)
+            .unwrap()
+            .unwrap();
+    let (split, sm) = mini_batch_gradients(&model, &rows, &parts, &advantages, None, &config)
+        .unwrap()
+        .unwrap();
+    // Old log-probs recomputed by the policy without autodiff: the same ratios of 1.
+    let valid = burn::module::Module::valid(&model);
+    let olds: Vec<burn::tensor::TensorData> = parts
+        .iter()
+        .map(|p| {
+            let packed: Vec<(&[u32], &[f32])> = p
+                .iter()
+                .map(|&i| (rows[i].0.as_slice(), rows[i].1.as_slice()))
+                .collect();
+            let (tokens, _, _) = rstar_agent::train::optim::pack(&packed, &valid.device());
+            rstar_policy::sequence_logprobs(&valid, tokens)
+                .0
+                .into_data()
+        })
+        .collect();
+    let (recomputed, _) =
+        mini_batch_gradients(&model, &rows, &parts, &advantages, Some(&olds), &config)
+            .unwrap()
+            .unwrap();
+    let (a, b, c) = (
+        flat(&model, &whole),
+        flat(&model, &split),
+        flat(&model, &recomputed),
+    );
+    assert_eq!(a.len(), b.len());
+    let scale = a.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    assert!(scale > 1e-4, "the gradient is not trivially zero: {scale}");
+    for (x, y) in a.iter().zip(&b).chain(a.iter().zip(&c)) {
+        assert!((x - y).abs() <= 1e-4 * scale + 1e-7, "{x} vs {y}");
+    }
+    let close = |x: f32, y: f32| (x - y).abs() <= 1e-5 * (1.0 + x.abs());
+    let (
+        MiniBatchMetrics {
+            pg_loss: p1,
+            entropy: e1,
+            ..
+        },
+        MiniBatchMetrics {
+            pg_loss: p2,
+            entropy: e2,
+            ..
+        },
+    ) = (wm, sm);
+    assert!(close(p1, p2) && close(e1, e2), "{wm:?} vs {sm:?}");
+
+    // A mini-batch with no token in the loss has no gradient.
+    assert!(
+        mini_batch_gradients(&model, &rows, &[vec![4]], &advantages, None, &config)
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn the_rl_learning_rate_warms_up_linearly() {
+    let mut options = TrainConfig::tiny().rl;
+    options.lr = 2e-4;
+    assert_eq!(rl::step_lr(&options, 1), 2e-4, "no warm-up by default");
+    options.warmup_steps = 4;
+    let lrs: Vec<f64> = (1..=6).map(|s| rl::step_lr(&options, s)).collect();
+    let by_hand = [0.5e-4, 1e-4, 1.5e-4, 2e-4, 2e-4, 2e-4];
+    for (lr, want) in lrs.iter().zip(by_hand) {
+        assert!((lr - want).abs() < 1e-12, "{lrs:?}");
+    }
+}
