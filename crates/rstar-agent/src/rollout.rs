@@ -5,7 +5,9 @@
 //! the budget its episode has left), feeds the turns back, then runs every pending tool call of
 //! the round together through a [`ToolExecutor`] (the sandboxed [`rstar_toolenv`] pool runs them
 //! concurrently), and repeats until every episode is done. Finished episodes are scored with
-//! [`rstar_verifier::verify`] on their assistant text.
+//! [`rstar_verifier::verify`] on their assistant text. An episode whose context reaches the
+//! model's `max_position_embeddings` (in a turn, or after a tool turn) ends there truncated
+//! ([`StopReason::TokenBudget`]), as one that exhausts its response budget.
 //!
 //! Deterministic for a seed: round `r` samples with a seed derived from `(seed, r)` and sequence
 //! `i` of the round's batch with that seed `+ i` (the policy's rule); the batch order is the
@@ -33,10 +35,14 @@
 
 use std::time::{Duration, Instant};
 
-use rstar_policy::{GenerationConfig, Qwen, Request, Sampling, Tokenizer, generate_requests};
+use rstar_policy::{
+    FinishReason, GenerationConfig, Qwen, Request, Sampling, Tokenizer, generate_requests,
+};
 use serde::{Deserialize, Serialize};
 
-use crate::episode::{Episode, Limits, Score, Step, TextTokenizer, TokenStats, Trajectory};
+use crate::episode::{
+    Episode, Limits, Score, Step, StopReason, TextTokenizer, TokenStats, Trajectory,
+};
 use crate::error::AgentError;
 use crate::template::{Template, TemplateFormat};
 use crate::toolcall::{ToolCall, ToolOutcome};
@@ -260,7 +266,15 @@ pub fn rollout(
     }
     let mut stats = RolloutStats::default();
     let mut round = 0u64;
+    let max_pos = model.config.max_position_embeddings;
     loop {
+        // A context that fills the model (a long prompt, or a tool turn that reached the end)
+        // leaves no room for a turn: the response is truncated there.
+        for e in &mut episodes {
+            if matches!(e.step(), Step::Generate { .. }) && e.context_ids().len() >= max_pos {
+                e.stop(StopReason::TokenBudget);
+            }
+        }
         // Generation: every episode waiting for an assistant turn, in episode order.
         let waiting: Vec<(usize, usize)> = episodes
             .iter()
@@ -298,13 +312,19 @@ pub fn rollout(
             };
             let outputs = generate_requests(model, tokenizer, &requests, &gen_config)?;
             stats.rounds += 1;
-            for (&(i, _), g) in part.iter().zip(outputs) {
+            for ((&(i, _), request), g) in part.iter().zip(&requests).zip(outputs) {
                 stats.generated_tokens += g.tokens.len();
+                // Cut by the model's context rather than by a stop string or the budget.
+                let at_context = g.finish_reason == FinishReason::Length
+                    && request.prompt.len() + g.tokens.len() >= max_pos;
                 let token_stats = TokenStats {
                     entropies: g.entropies,
                     logprobs: g.logprobs,
                 };
                 episodes[i].push_assistant_sampled(&g.tokens, token_stats)?;
+                if at_context {
+                    episodes[i].stop(StopReason::TokenBudget);
+                }
             }
         }
         stats.generate_secs += started.elapsed().as_secs_f64();

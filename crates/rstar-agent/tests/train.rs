@@ -5,6 +5,7 @@ mod train {
     mod cli;
     mod common;
     mod config;
+    mod hf;
     mod plots;
     mod resume;
     mod rl;
