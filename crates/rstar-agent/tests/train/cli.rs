@@ -6,7 +6,7 @@ use std::process::Command;
 use rstar_agent::train::{EvalRow, TrainConfig};
 use serde_json::Value;
 
-use super::common::tiny_config;
+use super::common::small_smoke_config;
 
 pub(super) fn rstar(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rstar"))
@@ -24,14 +24,7 @@ pub(super) fn rstar(args: &[&str]) -> (bool, String, String) {
 #[test]
 fn smoke_run_writes_metrics_evaluations_checkpoints_and_the_table() {
     let dir = tempfile::tempdir().unwrap();
-    // The smoke preset with a smaller model and corpus: debug builds are slow.
-    let mut config = TrainConfig::smoke();
-    config.model = tiny_config();
-    config.sft.steps = 8;
-    config.sft.corpus_size = 12;
-    config.tools.workers = 2;
-    let config_path = dir.path().join("smoke.json");
-    std::fs::write(&config_path, serde_json::to_string(&config).unwrap()).unwrap();
+    let config_path = small_smoke_config(dir.path());
     let out = dir.path().join("run");
     let (ok, stdout, stderr) = rstar(&[
         "train",

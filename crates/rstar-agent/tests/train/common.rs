@@ -86,3 +86,25 @@ pub fn overfit_trainable(tasks: &[Task], steps: usize) -> Qwen {
 pub fn overfit(tasks: &[Task], steps: usize) -> Qwen {
     overfit_trainable(tasks, steps).valid()
 }
+
+/// The lines of a JSONL file, parsed.
+pub fn jsonl<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Vec<T> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The smoke preset with a smaller model and corpus (debug builds are slow), written to
+/// `dir/smoke.json`; returns the path.
+pub fn small_smoke_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut config = rstar_agent::train::TrainConfig::smoke();
+    config.model = tiny_config();
+    config.sft.steps = 8;
+    config.sft.corpus_size = 12;
+    config.tools.workers = 2;
+    let path = dir.join("smoke.json");
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    path
+}

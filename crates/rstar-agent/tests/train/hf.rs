@@ -15,6 +15,8 @@ use rstar_agent::train::{self, EvalRow, TrainConfig};
 use rstar_policy::{Sampling, Tokenizer};
 use serde_json::{Value, json};
 
+use super::common::jsonl;
+
 /// GPT-2's byte-to-character table of byte-level BPE: printable Latin-1 bytes stand for
 /// themselves, the others (controls, space, ...) for the characters from U+0100 on, in byte
 /// order.
@@ -133,32 +135,24 @@ fn hf_model_dir(dir: &Path, max_pos: usize) -> PathBuf {
         serde_json::to_string_pretty(&config).unwrap(),
     )
     .unwrap();
-    std::fs::write(
-        model.join("tokenizer.json"),
-        serde_json::to_string(&byte_level_tokenizer()).unwrap(),
-    )
-    .unwrap();
+    write_tokenizer(&model.join("tokenizer.json"));
     model
 }
 
-fn jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+/// Writes [`byte_level_tokenizer`] to `path` and loads it.
+fn write_tokenizer(path: &Path) -> Tokenizer {
+    std::fs::write(
+        path,
+        serde_json::to_string(&byte_level_tokenizer()).unwrap(),
+    )
+    .unwrap();
+    Tokenizer::from_hf_file(path).unwrap()
 }
 
 #[test]
 fn the_byte_level_tokenizer_is_an_hf_tokenizer_of_single_byte_tokens_and_chatml_tags() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tokenizer.json");
-    std::fs::write(
-        &path,
-        serde_json::to_string(&byte_level_tokenizer()).unwrap(),
-    )
-    .unwrap();
-    let tok = Tokenizer::from_hf_file(&path).unwrap();
+    let tok = write_tokenizer(&dir.path().join("tokenizer.json"));
     assert!(matches!(tok, Tokenizer::Hf(_)));
     assert_eq!(tok.vocab_size(), 265);
     // "a" is byte 97, " " byte 32, "é" the bytes 0xc3 0xa9; the tags are whole tokens.
@@ -175,14 +169,9 @@ fn the_byte_level_tokenizer_is_an_hf_tokenizer_of_single_byte_tokens_and_chatml_
 #[test]
 fn a_rollout_that_reaches_the_models_context_ends_truncated() {
     let dir = tempfile::tempdir().unwrap();
-    let probe = dir.path().join("probe.json");
-    std::fs::write(
-        &probe,
-        serde_json::to_string(&byte_level_tokenizer()).unwrap(),
-    )
-    .unwrap();
+    let probe = write_tokenizer(&dir.path().join("probe.json"));
     let short = [PROBLEMS[1]];
-    let prompt_len = longest_prompt(&Tokenizer::from_hf_file(&probe).unwrap(), &short);
+    let prompt_len = longest_prompt(&probe, &short);
     // 24 tokens of context left after the short prompt; the long problem's prompt alone is
     // longer than the context.
     let max_pos = prompt_len + 24;
@@ -225,13 +214,8 @@ fn a_rollout_that_reaches_the_models_context_ends_truncated() {
 #[test]
 fn an_hf_checkpoint_trains_on_a_dataset_file_with_the_chatml_template() {
     let dir = tempfile::tempdir().unwrap();
-    let probe = dir.path().join("probe.json");
-    std::fs::write(
-        &probe,
-        serde_json::to_string(&byte_level_tokenizer()).unwrap(),
-    )
-    .unwrap();
-    let prompt_len = longest_prompt(&Tokenizer::from_hf_file(&probe).unwrap(), &PROBLEMS);
+    let probe = write_tokenizer(&dir.path().join("probe.json"));
+    let prompt_len = longest_prompt(&probe, &PROBLEMS);
     // Room for the smoke stages' 128 response tokens; evaluation (whose ChatML budget is
     // 8192 tokens) stops at the model's context.
     let max_pos = prompt_len + 160;

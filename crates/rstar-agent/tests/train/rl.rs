@@ -247,10 +247,16 @@ fn micro_batches_give_the_gradient_of_the_whole_mini_batch() {
     }
 
     let config = rstar_grpo::GrpoConfig::rstar2_agent();
-    let (whole, wm) =
-        mini_batch_gradients(&model, &rows, &[all.clone()], &advantages, None, &config)
-            .unwrap()
-            .unwrap();
+    let (whole, wm) = mini_batch_gradients(
+        &model,
+        &rows,
+        std::slice::from_ref(&all),
+        &advantages,
+        None,
+        &config,
+    )
+    .unwrap()
+    .unwrap();
     let (split, sm) = mini_batch_gradients(&model, &rows, &parts, &advantages, None, &config)
         .unwrap()
         .unwrap();

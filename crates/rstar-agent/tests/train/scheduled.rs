@@ -17,7 +17,7 @@ use rstar_scheduler::DispatchPolicy;
 use serde_json::Value;
 
 use super::cli::rstar;
-use super::common::{overfit_trainable, pool, prompts, tasks, tiny_config, tools};
+use super::common::{jsonl, overfit_trainable, pool, prompts, tasks, tiny_config, tools};
 
 fn scheduled_step(
     model: Qwen,
@@ -114,14 +114,6 @@ fn config_file(dir: &Path, stages: Vec<Stage>, problems: usize) -> String {
     path.to_str().unwrap().to_string()
 }
 
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn a_smoke_run_with_scheduled_rollouts_writes_the_usual_files_without_entropies() {
     let dir = tempfile::tempdir().unwrap();
@@ -149,7 +141,7 @@ fn a_smoke_run_with_scheduled_rollouts_writes_the_usual_files_without_entropies(
     assert_eq!(saved.rl.rollout_driver, RolloutDriver::Scheduled);
     assert_eq!(saved.rl.engines, 2);
     assert!(!saved.record_entropy);
-    let metrics = jsonl(&out.join("metrics.jsonl"));
+    let metrics: Vec<Value> = jsonl(&out.join("metrics.jsonl"));
     assert_eq!(metrics.len(), 2);
     for m in &metrics {
         // smoke: 2 prompts × 2G (G = 2).
@@ -165,8 +157,8 @@ fn a_smoke_run_with_scheduled_rollouts_writes_the_usual_files_without_entropies(
         assert!(m["time_rollout"].as_f64().unwrap() > 0.0);
         assert_eq!(m["updates"].as_u64().unwrap() > 0, kept > 0, "{m}");
     }
-    assert_eq!(jsonl(&out.join("eval.jsonl")).len(), 3);
-    let samples = jsonl(&out.join("samples.jsonl"));
+    assert_eq!(jsonl::<Value>(&out.join("eval.jsonl")).len(), 3);
+    let samples: Vec<Value> = jsonl(&out.join("samples.jsonl"));
     assert_eq!(samples.len(), 3);
     for s in &samples {
         let r = s["reward"].as_f64().unwrap();

@@ -4,10 +4,8 @@
 
 use serde_json::Value;
 
-use rstar_agent::train::TrainConfig;
-
 use super::cli::rstar;
-use super::common::tiny_config;
+use super::common::{jsonl, small_smoke_config};
 
 /// The `loss` column of a run's `sft_metrics.jsonl`.
 fn sft_losses(run: &std::path::Path) -> Vec<f64> {
@@ -25,13 +23,7 @@ fn sft_losses(run: &std::path::Path) -> Vec<f64> {
 #[test]
 fn wgpu_smoke_training_runs_end_to_end_and_starts_like_flex() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = TrainConfig::smoke();
-    config.model = tiny_config();
-    config.sft.steps = 8;
-    config.sft.corpus_size = 12;
-    config.tools.workers = 2;
-    let config_path = dir.path().join("smoke.json");
-    std::fs::write(&config_path, serde_json::to_string(&config).unwrap()).unwrap();
+    let config_path = small_smoke_config(dir.path());
     let mut losses = Vec::new();
     for backend in ["flex", "wgpu"] {
         let out = dir.path().join(backend);
