@@ -20,7 +20,7 @@ use rand::seq::index::sample;
 use rand_chacha::ChaCha8Rng;
 use rstar_curriculum::Stage;
 use rstar_grpo::{GlobalBatch, GrpoConfig, PolicyLossInputs, group_advantages, policy_loss};
-use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_logprobs};
+use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_logprobs, token_logprobs};
 use rstar_roc::{RocConfig, TraceSummary, reject_equal_reward, select};
 use serde::{Deserialize, Serialize};
 
@@ -402,14 +402,27 @@ pub fn mini_batch_gradients(
             .flat_map(|&i| std::iter::repeat_n(advantages[i], len - 1))
             .collect();
         let adv = Tensor::<2>::from_data(TensorData::new(adv, [part.len(), len - 1]), &device);
-        let (logp, ent) = sequence_logprobs(model, tokens);
+        // The entropy term needs the logits; without it the loss takes log-probs only.
+        let (logp, ent, logits) = if grpo.entropy_coeff != 0.0 {
+            let [b, t] = tokens.dims();
+            let logits = model.forward(tokens.clone().slice([0..b, 0..t - 1]));
+            let (logp, ent) = token_logprobs(logits.clone(), tokens.slice([0..b, 1..t]));
+            (logp, ent, Some(logits))
+        } else {
+            let (logp, ent) = sequence_logprobs(model, tokens);
+            (logp, ent, None)
+        };
         let old = match olds {
             Some(olds) => Tensor::<2>::from_data(olds[m].clone(), &device),
             None => logp.clone().detach(),
         };
         let local = f64::from(mask.clone().sum().into_scalar::<f32>());
         ent_sum += f64::from((ent.detach() * mask.clone()).sum().into_scalar::<f32>());
-        let loss = policy_loss(grpo, PolicyLossInputs::new(logp, old, adv, mask), &global)?;
+        let mut loss_inputs = PolicyLossInputs::new(logp, old, adv, mask);
+        if let Some(logits) = logits {
+            loss_inputs = loss_inputs.with_logits(logits);
+        }
+        let loss = policy_loss(grpo, loss_inputs, &global)?;
         clip_sum += f64::from(loss.metrics.clip_frac) * local;
         kl_sum += f64::from(loss.metrics.ppo_kl) * local;
         pg_loss += loss.metrics.pg_loss;

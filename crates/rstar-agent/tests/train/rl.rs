@@ -325,3 +325,48 @@ fn the_rl_learning_rate_warms_up_linearly() {
         assert!((lr - want).abs() < 1e-12, "{lrs:?}");
     }
 }
+
+#[test]
+fn a_negative_entropy_coefficient_lowers_the_policys_entropy() {
+    use rl::mini_batch_gradients;
+    let device = burn::tensor::Device::flex().autodiff();
+    let model = Qwen::random(super::common::tiny_config(), 5, &device).unwrap();
+    let rows: Vec<(Vec<u32>, Vec<f32>)> = (0..4usize)
+        .map(|r| {
+            let ids: Vec<u32> = (0..12).map(|t| ((t * 5 + r * 7) % 40 + 1) as u32).collect();
+            let w = (0..12).map(|t| if t < 2 { 0.0 } else { 1.0 }).collect();
+            (ids, w)
+        })
+        .collect();
+    // Zero advantages: the policy-gradient term has no gradient, only the entropy term does.
+    let advantages = [0.0; 4];
+    let parts = vec![(0..4).collect::<Vec<usize>>()];
+    let mean_entropy = |m: &Qwen| -> f32 {
+        let packed: Vec<(&[u32], &[f32])> = rows
+            .iter()
+            .map(|(i, w)| (i.as_slice(), w.as_slice()))
+            .collect();
+        let (tokens, mask, _) = rstar_agent::train::optim::pack(&packed, &m.device());
+        let (_, ent) = rstar_policy::sequence_logprobs(m, tokens);
+        (ent * mask.clone()).sum().into_scalar::<f32>() / mask.sum().into_scalar::<f32>()
+    };
+    let plain = rstar_grpo::GrpoConfig::rstar2_agent();
+    let (g0, _) = mini_batch_gradients(&model, &rows, &parts, &advantages, None, &plain)
+        .unwrap()
+        .unwrap();
+    assert!(
+        flat(&model, &g0).iter().all(|x| x.abs() < 1e-12),
+        "no advantage, no entropy term: no gradient"
+    );
+    let penalised = plain.with_entropy_coeff(-1.0);
+    let (g, m) = mini_batch_gradients(&model, &rows, &parts, &advantages, None, &penalised)
+        .unwrap()
+        .unwrap();
+    assert!((m.entropy - mean_entropy(&model)).abs() < 1e-4, "{m:?}");
+    // One small SGD step along the negative gradient lowers the mean entropy.
+    let before = mean_entropy(&model);
+    let mut sgd = burn::optim::SgdConfig::new().init();
+    let stepped = burn::optim::ModuleOptimizer::step(&mut sgd, 0.5, model, g);
+    let after = mean_entropy(&stepped);
+    assert!(after < before - 1e-4, "entropy {before} -> {after}");
+}

@@ -9,14 +9,9 @@ use super::common::{jsonl, small_smoke_config};
 
 /// The `loss` column of a run's `sft_metrics.jsonl`.
 fn sft_losses(run: &std::path::Path) -> Vec<f64> {
-    std::fs::read_to_string(run.join("sft_metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["loss"]
-                .as_f64()
-                .unwrap()
-        })
+    jsonl::<Value>(&run.join("sft_metrics.jsonl"))
+        .iter()
+        .map(|l| l["loss"].as_f64().unwrap())
         .collect()
 }
 
