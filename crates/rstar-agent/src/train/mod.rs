@@ -702,7 +702,7 @@ fn train(
             let fresh = if state.phase == Phase::Sft {
                 optim::adamw(config.sft.weight_decay)
             } else {
-                optim::adamw_with(config.rl.weight_decay, config.rl.adam_epsilon)
+                optim::rl_adamw(&config.rl)
             };
             let (m, t, o) = checkpoint::load(dir, state, &train_device, fresh)?;
             (m, t, Some(o))
@@ -833,7 +833,7 @@ fn train(
             ));
         }
         last_samples = ctx.eval_and_save(&model, "sft", 0, &mut tools, &mut evals_log, observer)?;
-        let optimizer = optim::adamw_with(config.rl.weight_decay, config.rl.adam_epsilon);
+        let optimizer = optim::rl_adamw(&config.rl);
         let curriculum = Curriculum::new(config.curriculum.clone())?;
         ctx.checkpoint(
             Phase::Rl,
@@ -857,9 +857,7 @@ fn train(
             });
         };
         (
-            loaded_optimizer.unwrap_or_else(|| {
-                optim::adamw_with(config.rl.weight_decay, config.rl.adam_epsilon)
-            }),
+            loaded_optimizer.unwrap_or_else(|| optim::rl_adamw(&config.rl)),
             Curriculum::resume(config.curriculum.clone(), cstate)?,
             state.stage_pool.clone(),
         )
@@ -955,55 +953,45 @@ fn train(
         record.time_step = t.elapsed().as_secs_f64();
         metrics.push(&record)?;
         observer.rl_step(&record, total_rl);
-        // An evaluation is expensive to replay: always checkpoint after one.
+        // Advancing or finishing evaluates; an evaluation is expensive to replay, so a
+        // checkpoint always follows one.
         let evaluated = !matches!(decision, Decision::Stay);
-        match decision {
-            Decision::Stay => {}
-            Decision::Advance {
-                reset_optimizer, ..
-            } => {
-                last_samples = ctx.eval_and_save(
-                    &model,
-                    &format!("stage {}", stage.name),
-                    rl_steps,
-                    &mut tools,
-                    &mut evals_log,
-                    observer,
-                )?;
-                if reset_optimizer {
-                    optimizer = optim::adamw_with(config.rl.weight_decay, config.rl.adam_epsilon);
-                }
-            }
-            Decision::Finish { .. } => {
-                last_samples = ctx.eval_and_save(
-                    &model,
-                    &format!("stage {}", stage.name),
-                    rl_steps,
-                    &mut tools,
-                    &mut evals_log,
-                    observer,
-                )?;
-            }
+        if evaluated {
+            last_samples = ctx.eval_and_save(
+                &model,
+                &format!("stage {}", stage.name),
+                rl_steps,
+                &mut tools,
+                &mut evals_log,
+                observer,
+            )?;
+        }
+        if let Decision::Advance {
+            reset_optimizer: true,
+            ..
+        } = decision
+        {
+            optimizer = optim::rl_adamw(&config.rl);
         }
         if let Err(e) = plots::draw(out) {
             observer.log(&format!("plots not drawn: {e}"));
         }
-        if !curriculum.is_finished()
-            && (evaluated || rl_steps % config.checkpoint_every as u64 == 0)
-        {
-            ctx.checkpoint(
-                Phase::Rl,
-                total_sft,
-                rl_steps,
-                Some(&curriculum),
-                stage_pool.as_ref(),
-                lines_of(&sft_log, &metrics, &evals_log),
-                &model,
-                &optimizer,
-            )?;
-        }
-        if !curriculum.is_finished() && options.stop_after_rl_steps.is_some_and(|n| rl_steps >= n) {
-            return report_from_files(out, started, false, config.eval.temperature);
+        if !curriculum.is_finished() {
+            if evaluated || rl_steps % config.checkpoint_every as u64 == 0 {
+                ctx.checkpoint(
+                    Phase::Rl,
+                    total_sft,
+                    rl_steps,
+                    Some(&curriculum),
+                    stage_pool.as_ref(),
+                    lines_of(&sft_log, &metrics, &evals_log),
+                    &model,
+                    &optimizer,
+                )?;
+            }
+            if options.stop_after_rl_steps.is_some_and(|n| rl_steps >= n) {
+                return report_from_files(out, started, false, config.eval.temperature);
+            }
         }
     }
     if !config.record_entropy {

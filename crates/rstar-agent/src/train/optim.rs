@@ -6,7 +6,7 @@ use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rstar_policy::Qwen;
 
-use super::config::LrSchedule;
+use super::config::{LrSchedule, RlOptions};
 
 /// Burn's AdamW with β = (0.9, 0.999), ε = 1e-8 and the given decoupled weight decay. Clipping is
 /// done by [`clip_global_norm`] (Burn's own clips each tensor separately).
@@ -14,8 +14,13 @@ pub fn adamw(weight_decay: f32) -> ModuleOptimizer {
     adamw_with(weight_decay, 1e-8)
 }
 
-/// [`adamw`] with another ε (RL's `rl.adam_epsilon`).
-pub fn adamw_with(weight_decay: f32, epsilon: f64) -> ModuleOptimizer {
+/// The RL optimizer: [`adamw`] with `rl.weight_decay` and `rl.adam_epsilon`.
+pub fn rl_adamw(rl: &RlOptions) -> ModuleOptimizer {
+    adamw_with(rl.weight_decay, rl.adam_epsilon)
+}
+
+/// [`adamw`] with another ε.
+fn adamw_with(weight_decay: f32, epsilon: f64) -> ModuleOptimizer {
     AdamWConfig::new()
         .with_epsilon(epsilon as f32)
         .with_weight_decay(weight_decay)
