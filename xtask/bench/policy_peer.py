@@ -8,7 +8,12 @@ Rust side and prints one JSON object on stdout.
 
 usage: policy_peer.py MODEL_DIR SPEC_JSON
 SPEC_JSON: {"threads", "reps", "prefill": [b, t], "decode": [b, prompt, steps],
-            "train": [b, t], "check_ids": [...]}
+            "train": [b, t], "check_ids": [...], "device": "cpu" | "cuda"}
+
+With "device": "cuda" the model and every workload run on the GPU (f32, TF32 off), timed
+with a synchronisation before each clock read, once rather than per thread count. The
+same-weights check sends every position's logits, or only the last position's when that
+would be more than a million values.
 
 Each workload runs with 1 thread and with `threads` threads and reports the
 faster: on a loaded machine PyTorch's OpenMP pool can be many times slower with
@@ -54,7 +59,8 @@ class Qwen(torch.nn.Module):
         self.qk_norm = cfg["model_type"] == "qwen3"
         half = self.hd // 2
         theta = cfg["rope_theta"]
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, half, dtype=torch.float64) * 2 / self.hd)).float()
+        inv_freq = 1.0 / (theta ** (torch.arange(0, half, dtype=torch.float64) * 2 / self.hd)).float()
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def p(self, name):
         return self.w[name.replace(".", "_")]
@@ -72,12 +78,12 @@ class Qwen(torch.nn.Module):
     def forward(self, ids, cache=None):
         b, t = ids.shape
         past = 0 if cache is None or cache[0] is None else cache[0][0].shape[2]
-        pos = torch.arange(past, past + t)
+        pos = torch.arange(past, past + t, device=ids.device)
         x = self.p("model.embed_tokens.weight")[ids]
         g = self.h // self.kvh
         mask = None
         if t > 1:
-            mask = torch.full((t, past + t), float("-inf")).triu(past + 1)
+            mask = torch.full((t, past + t), float("-inf"), device=ids.device).triu(past + 1)
         for l in range(self.layers):
             pre = f"model.layers.{l}."
             hs = self.rms(x, self.p(pre + "input_layernorm.weight"))
@@ -117,18 +123,25 @@ class Qwen(torch.nn.Module):
         return x @ head.T
 
 
+def sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def median_time(fn, reps):
     fn()  # warm-up
     times = []
     for _ in range(reps):
+        sync()
         start = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - start)
     times.sort()
     return times[len(times) // 2]
 
 
-def run(model, cfg, spec, threads):
+def run(model, cfg, spec, threads, device):
     torch.set_num_threads(threads)
     vocab = cfg["vocab_size"]
     gen = torch.Generator().manual_seed(0)
@@ -136,20 +149,23 @@ def run(model, cfg, spec, threads):
     out = {}
     with torch.no_grad():
         b, t = spec["prefill"]
-        ids = torch.randint(0, vocab, (b, t), generator=gen)
+        ids = torch.randint(0, vocab, (b, t), generator=gen).to(device)
         out["prefill_s"] = median_time(lambda: model(ids), reps)
 
         b, p, steps = spec["decode"]
-        prompt = torch.randint(0, vocab, (b, p), generator=gen)
+        prompt = torch.randint(0, vocab, (b, p), generator=gen).to(device)
 
         def decode():
             cache = [None] * cfg["num_hidden_layers"]
             logits = model(prompt, cache)[:, -1]
+            sync()
             start = time.perf_counter()
             for _ in range(steps):
                 nxt = logits.argmax(-1, keepdim=True)
                 logits = model(nxt, cache)[:, -1]
-                logits.tolist()  # the host round trip sampling needs
+                # The host round trip sampling needs (a copy to host memory on CUDA, as
+                # the Rust side reads its logits back).
+                logits.cpu() if logits.is_cuda else logits.tolist()
             decode.elapsed = time.perf_counter() - start
 
         times = []
@@ -161,8 +177,8 @@ def run(model, cfg, spec, threads):
         out["decode_s"] = times[len(times) // 2]
 
     b, t = spec["train"]
-    ids = torch.randint(0, vocab, (b, t), generator=gen)
-    mask = torch.ones(b, t - 1)
+    ids = torch.randint(0, vocab, (b, t), generator=gen).to(device)
+    mask = torch.ones(b, t - 1, device=device)
 
     def train_step():
         model.zero_grad(set_to_none=True)
@@ -179,13 +195,23 @@ def run(model, cfg, spec, threads):
 def main():
     model_dir, spec = sys.argv[1], json.loads(sys.argv[2])
     cfg = json.load(open(f"{model_dir}/config.json"))
-    model = Qwen(cfg, load_safetensors(f"{model_dir}/model.safetensors"))
-    out = {"torch": torch.__version__}
+    device = spec.get("device", "cpu")
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("torch sees no CUDA device")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    model = Qwen(cfg, load_safetensors(f"{model_dir}/model.safetensors")).to(device)
+    out = {"torch": torch.__version__, "device": device}
     with torch.no_grad():
-        ids = torch.tensor([spec["check_ids"]])
-        out["check_logits"] = model(ids)[0].flatten().tolist()
-    for threads in sorted({1, spec["threads"]}):
-        res = run(model, cfg, spec, threads)
+        ids = torch.tensor([spec["check_ids"]], device=device)
+        logits = model(ids)[0]
+        if logits.numel() > 1_000_000:
+            logits = logits[-1]
+        out["check_logits"] = logits.flatten().tolist()
+    thread_counts = [1] if device == "cuda" else sorted({1, spec["threads"]})
+    for threads in thread_counts:
+        res = run(model, cfg, spec, threads, device)
         for key, value in res.items():
             if key not in out or value < out[key]:
                 out[key] = value

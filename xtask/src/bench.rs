@@ -19,6 +19,10 @@ const BENCHES: &[(&str, &str)] = &[
         "rstar-policy (flex) vs PyTorch on the same weights: prefill and decode tok/s, a training step (fwd+bwd)",
     ),
     (
+        "policy-gpu",
+        "rstar-policy on wgpu vs PyTorch on CUDA, same weights: Qwen3-0.6B's shape (or `tiny`: `bench policy-gpu tiny`); needs a GPU and a CUDA PyTorch (RSTAR_PYTHON)",
+    ),
+    (
         "toolenv",
         "rstar-toolenv zygote pool vs spawn-per-call: calls/s, p50/p99 for print(1) and a sympy import",
     ),
@@ -67,21 +71,39 @@ pub fn run(args: &[String]) -> Result<()> {
                     .env("RSTAR_BIN", target.join("release").join("rstar")),
             )
         }
-        "policy" => {
-            let python = crate::venv::ensure_bench()?;
+        "policy" | "policy-gpu" => {
+            // On a GPU the peer needs a CUDA build of PyTorch: the one RSTAR_PYTHON names, else
+            // the bench virtualenv's.
+            let gpu = name == "policy-gpu";
+            let python = match std::env::var_os("RSTAR_PYTHON") {
+                Some(p) if gpu => std::path::PathBuf::from(p),
+                _ => crate::venv::ensure_bench()?,
+            };
+            let mut command = crate::util::cargo();
+            command
+                .args([
+                    "bench",
+                    "-p",
+                    "rstar-policy",
+                    "--bench",
+                    "policy",
+                    "--features",
+                ])
+                .arg(if gpu { "flex,wgpu" } else { "flex" })
+                .env("RSTAR_PYTHON", python);
+            if gpu {
+                let shape = args.get(1).map_or("qwen3-0.6b", String::as_str);
+                command
+                    .env("RSTAR_BENCH_BACKEND", "wgpu")
+                    .env("RSTAR_BENCH_SHAPE", shape);
+            }
             crate::util::step(
-                "bench rstar-policy against PyTorch",
-                crate::util::cargo()
-                    .args([
-                        "bench",
-                        "-p",
-                        "rstar-policy",
-                        "--bench",
-                        "policy",
-                        "--features",
-                        "flex",
-                    ])
-                    .env("RSTAR_PYTHON", python),
+                if gpu {
+                    "bench rstar-policy on wgpu against PyTorch on CUDA"
+                } else {
+                    "bench rstar-policy against PyTorch"
+                },
+                &mut command,
             )
         }
         "toolenv" => {

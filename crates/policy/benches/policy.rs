@@ -2,6 +2,11 @@
 //! (forward + backward) of the embedded-default model on `flex`, side by side
 //! with a PyTorch peer (`xtask/bench/policy_peer.py`) running the same
 //! architecture and weights on the same CPU in the same run.
+//!
+//! `cargo xtask bench policy-gpu` (or `RSTAR_BENCH_BACKEND=wgpu` with the `wgpu` feature)
+//! runs the same workloads on the wgpu device against PyTorch on CUDA, and
+//! `RSTAR_BENCH_SHAPE=qwen3-0.6b` switches to Qwen3-0.6B's shape with random weights and
+//! larger workloads.
 
 use std::process::Command;
 use std::time::Instant;
@@ -13,9 +18,52 @@ use rstar_policy::{
     KvCache, Qwen, QwenConfig, Tokenizer, WeightDtype, masked_nll, save_dir, sequence_logprobs,
 };
 
-const PREFILL: [usize; 2] = [8, 256];
-const DECODE: [usize; 3] = [64, 32, 32];
-const TRAIN: [usize; 2] = [32, 200];
+/// The workloads: prefill `[batch, tokens]`, decode `[rows, prompt, steps]`, train `[batch, tokens]`.
+struct Shapes {
+    prefill: [usize; 2],
+    decode: [usize; 3],
+    train: [usize; 2],
+}
+
+/// The model and workloads `RSTAR_BENCH_SHAPE` names.
+fn shape(name: &str) -> (QwenConfig, Shapes) {
+    match name {
+        "tiny" => (
+            QwenConfig::tiny_char(),
+            Shapes {
+                prefill: [8, 256],
+                decode: [64, 32, 32],
+                train: [32, 200],
+            },
+        ),
+        "qwen3-0.6b" => (
+            QwenConfig::qwen3_0_6b(),
+            Shapes {
+                prefill: [4, 512],
+                decode: [64, 128, 32],
+                train: [8, 512],
+            },
+        ),
+        other => panic!("RSTAR_BENCH_SHAPE `{other}`: expected `tiny` or `qwen3-0.6b`"),
+    }
+}
+
+/// The device `RSTAR_BENCH_BACKEND` names.
+fn backend(name: &str) -> Device {
+    match name {
+        "flex" => Device::flex(),
+        #[cfg(feature = "wgpu")]
+        "wgpu" => Device::wgpu(burn::tensor::DeviceKind::DefaultDevice),
+        other => panic!(
+            "RSTAR_BENCH_BACKEND `{other}`: expected `flex`{}",
+            if cfg!(feature = "wgpu") {
+                " or `wgpu`"
+            } else {
+                " (build with --features wgpu for `wgpu`)"
+            }
+        ),
+    }
+}
 
 fn ids(rng: &mut ChaCha8Rng, b: usize, t: usize, vocab: usize, device: &Device) -> Tensor<2, Int> {
     let data: Vec<i64> = (0..b * t)
@@ -47,31 +95,40 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
+    let backend_name = std::env::var("RSTAR_BENCH_BACKEND").unwrap_or_else(|_| "flex".into());
+    let shape_name = std::env::var("RSTAR_BENCH_SHAPE").unwrap_or_else(|_| "tiny".into());
+    let gpu = backend_name != "flex";
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let device = Device::flex();
+    let device = backend(&backend_name);
     let tokenizer = Tokenizer::char();
-    let config = QwenConfig::tiny_char();
+    let (config, shapes) = shape(&shape_name);
     let model = Qwen::random(config.clone(), 0, &device).expect("model builds");
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     println!(
-        "policy bench: embedded default (QwenConfig::tiny_char, {} params), flex, {threads} cores, median of {reps}",
-        config.num_params()
+        "policy bench: {shape_name} ({} params), {backend_name}, {}, median of {reps}",
+        config.num_params(),
+        if gpu {
+            "against PyTorch on CUDA".to_string()
+        } else {
+            format!("{threads} cores")
+        }
     );
 
-    // Each workload runs in a 1-thread and an N-thread rayon pool and keeps the
-    // faster, as the peer does with its thread count: on a shared machine the
-    // extra thread can cost more than it brings.
-    let mut best = [(0.0f64, 0usize); 3];
-    for n in if threads > 1 {
-        vec![1, threads]
-    } else {
+    // On flex each workload runs in a 1-thread and an N-thread rayon pool and keeps the
+    // faster, as the peer does with its thread count: on a shared machine the extra thread
+    // can cost more than it brings. A GPU backend runs once.
+    let pools = if gpu || threads == 1 {
         vec![1]
-    } {
+    } else {
+        vec![1, threads]
+    };
+    let mut best = [(0.0f64, 0usize); 3];
+    for n in pools {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .build()
             .expect("rayon pool");
-        let rates = pool.install(|| measure(&model, &config, reps, &mut rng, &device));
+        let rates = pool.install(|| measure(&model, &config, &shapes, reps, &mut rng, &device));
         for (b, r) in best.iter_mut().zip(rates) {
             if r > b.0 {
                 *b = (r, n);
@@ -91,8 +148,8 @@ fn main() {
         .encode("<|im_start|>user\nprint(2**10)<|im_end|>")
         .expect("encodes");
     let spec = serde_json::json!({
-        "threads": threads, "reps": reps, "prefill": PREFILL, "decode": DECODE,
-        "train": TRAIN, "check_ids": check_ids,
+        "threads": threads, "reps": reps, "prefill": shapes.prefill, "decode": shapes.decode,
+        "train": shapes.train, "check_ids": check_ids, "device": if gpu { "cuda" } else { "cpu" },
     });
     let python = std::env::var_os("RSTAR_PYTHON").map_or_else(rstar_testdata::python, Into::into);
     let script = rstar_testdata::workspace_root().join("xtask/bench/policy_peer.py");
@@ -122,32 +179,57 @@ fn main() {
 
     println!(
         "{:<16} {:>14} {:>14} {:>10}",
-        "metric", "rstar (flex)", "pytorch", "ratio"
+        "metric",
+        format!("rstar ({backend_name})"),
+        if gpu { "pytorch (cuda)" } else { "pytorch" },
+        "ratio"
     );
     let theirs = peer.as_ref().map(|p| {
         [
-            (PREFILL[0] * PREFILL[1]) as f64 / p["prefill_s"].as_f64().unwrap_or(f64::NAN),
-            (DECODE[0] * DECODE[2]) as f64 / p["decode_s"].as_f64().unwrap_or(f64::NAN),
-            (TRAIN[0] * (TRAIN[1] - 1)) as f64 / p["train_s"].as_f64().unwrap_or(f64::NAN),
+            (shapes.prefill[0] * shapes.prefill[1]) as f64
+                / p["prefill_s"].as_f64().unwrap_or(f64::NAN),
+            (shapes.decode[0] * shapes.decode[2]) as f64
+                / p["decode_s"].as_f64().unwrap_or(f64::NAN),
+            (shapes.train[0] * (shapes.train[1] - 1)) as f64
+                / p["train_s"].as_f64().unwrap_or(f64::NAN),
         ]
     });
     let keys = ["prefill_threads", "decode_threads", "train_threads"];
     for (i, &(name, (value, n))) in ours.iter().enumerate() {
-        let mine = format!("{value:.0} ({n}t)");
+        let mine = if gpu {
+            format!("{value:.0}")
+        } else {
+            format!("{value:.0} ({n}t)")
+        };
         match theirs {
             Some(t) => {
                 let threads = peer
                     .as_ref()
                     .map_or(0, |p| p[keys[i]].as_u64().unwrap_or(0));
-                let cell = format!("{:.0} ({threads}t)", t[i]);
+                let cell = if gpu {
+                    format!("{:.0}", t[i])
+                } else {
+                    format!("{:.0} ({threads}t)", t[i])
+                };
                 println!("{name:<16} {mine:>14} {cell:>14} {:>9.2}x", value / t[i])
             }
             None => println!("{name:<16} {mine:>14} {:>14} {:>10}", "-", "-"),
         }
     }
     println!(
-        "shapes: prefill {}x{}, decode {} rows x {} steps after a {}-token prompt, train {}x{} fwd+bwd; ratio = rstar / pytorch throughput; each side: the faster of 1 and {threads} threads (Nt)",
-        PREFILL[0], PREFILL[1], DECODE[0], DECODE[2], DECODE[1], TRAIN[0], TRAIN[1]
+        "shapes: prefill {}x{}, decode {} rows x {} steps after a {}-token prompt, train {}x{} fwd+bwd; ratio = rstar / pytorch throughput; {}",
+        shapes.prefill[0],
+        shapes.prefill[1],
+        shapes.decode[0],
+        shapes.decode[2],
+        shapes.decode[1],
+        shapes.train[0],
+        shapes.train[1],
+        if gpu {
+            "both on the GPU, f32".to_string()
+        } else {
+            format!("each side: the faster of 1 and {threads} threads (Nt)")
+        }
     );
     if let Some(p) = peer {
         let ids: Vec<i64> = check_ids.iter().map(|&x| i64::from(x)).collect();
@@ -162,7 +244,10 @@ fn main() {
                     .collect()
             })
             .unwrap_or_default();
-        let diff = ours
+        // The peer sends every position's logits, or only the last position's for a large
+        // vocabulary: compare the same tail.
+        let tail = &ours[ours.len().saturating_sub(theirs.len())..];
+        let diff = tail
             .iter()
             .zip(&theirs)
             .map(|(a, b)| (a - b).abs())
@@ -179,13 +264,14 @@ fn main() {
 fn measure(
     model: &Qwen,
     config: &QwenConfig,
+    shapes: &Shapes,
     reps: usize,
     rng: &mut ChaCha8Rng,
     device: &Device,
 ) -> [f64; 3] {
     let vocab = config.vocab_size;
     // Prefill: logits for every position.
-    let [b, t] = PREFILL;
+    let [b, t] = shapes.prefill;
     let x = ids(rng, b, t, vocab, device);
     let prefill_s = time_median(reps, || {
         let logits = model.forward(x.clone());
@@ -193,7 +279,7 @@ fn measure(
     });
 
     // Decode: one token per row per step through the KV cache, logits to the host.
-    let [b, p, steps] = DECODE;
+    let [b, p, steps] = shapes.decode;
     let prompt = ids(rng, b, p, vocab, device);
     let pads = vec![0; b];
     let mut decode_times = Vec::new();
@@ -231,7 +317,7 @@ fn measure(
     let decode_s = median(decode_times);
 
     // Training step: forward + backward of the masked next-token NLL.
-    let [tb, tt] = TRAIN;
+    let [tb, tt] = shapes.train;
     let ad = device.clone().autodiff();
     let train_model = Qwen::random(config.clone(), 0, &ad).expect("model builds");
     let train_ids = ids(rng, tb, tt, vocab, &ad);
@@ -249,8 +335,8 @@ fn measure(
     });
 
     [
-        (PREFILL[0] * PREFILL[1]) as f64 / prefill_s,
-        (DECODE[0] * DECODE[2]) as f64 / decode_s,
-        (TRAIN[0] * (TRAIN[1] - 1)) as f64 / train_s,
+        (b * t) as f64 / prefill_s,
+        (shapes.decode[0] * steps) as f64 / decode_s,
+        (tb * (tt - 1)) as f64 / train_s,
     ]
 }

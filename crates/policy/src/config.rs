@@ -98,6 +98,31 @@ impl QwenConfig {
         }
     }
 
+    /// The shape of Qwen3-0.6B (its published `config.json`: 28 layers, width 1024, 16 query
+    /// heads of 128 over 8 KV heads, SwiGLU 3072, tied embeddings over the padded 151 936-token
+    /// vocabulary, RoPE theta 1e6, EOS `<|im_end|>` and `<|endoftext|>`): about 0.6B
+    /// parameters, 0.44B of them outside the embedding. For benchmarks and GPU checks with
+    /// random weights; a real checkpoint is read with [`crate::load_model`].
+    pub fn qwen3_0_6b() -> Self {
+        QwenConfig {
+            architecture: Architecture::Qwen3,
+            vocab_size: 151_936,
+            hidden_size: 1024,
+            intermediate_size: 3072,
+            num_hidden_layers: 28,
+            num_attention_heads: 16,
+            num_key_value_heads: 8,
+            head_dim: 128,
+            rope_theta: 1_000_000.0,
+            rms_norm_eps: 1e-6,
+            max_position_embeddings: 40_960,
+            tie_word_embeddings: true,
+            qkv_bias: false,
+            qk_norm: true,
+            eos_token_ids: vec![151_645, 151_643],
+        }
+    }
+
     /// A very small model for unit tests (2 layers, width 32, vocab `vocab_size`).
     pub fn test_tiny(vocab_size: usize) -> Self {
         QwenConfig {
@@ -410,6 +435,28 @@ mod tests {
         c.validate().unwrap();
         let n = c.num_params();
         assert!((500_000..1_000_000).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn qwen3_0_6b_has_the_published_parameter_counts() {
+        let c = QwenConfig::qwen3_0_6b();
+        c.validate().unwrap();
+        // By hand: the 151 936 x 1024 embedding, then per layer q (1024 x 2048), k and v
+        // (1024 x 1024 each), o (2048 x 1024), gate/up/down (3 x 1024 x 3072), two RMS norms
+        // (2 x 1024) and q/k norms (2 x 128); 28 layers and the final norm (1024).
+        let embedding = 151_936 * 1024;
+        let layer = 1024 * 2048 + 2 * 1024 * 1024 + 2048 * 1024 + 3 * 1024 * 3072 + 2 * 1024 + 256;
+        assert_eq!(c.num_params(), embedding + 28 * layer + 1024);
+        assert_eq!(c.num_params(), 596_049_920);
+        // The model card's "0.44B non-embedding parameters".
+        let non_embedding = c.num_params() - embedding;
+        assert!(
+            (435_000_000..445_000_000).contains(&non_embedding),
+            "{non_embedding}"
+        );
+        // It survives the HF config.json round trip.
+        let back = QwenConfig::from_hf_str(&c.to_hf_json().unwrap(), Path::new("config.json"));
+        assert_eq!(back.unwrap().num_params(), c.num_params());
     }
 
     #[test]

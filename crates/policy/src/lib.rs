@@ -58,6 +58,8 @@ pub use error::{Error, Result};
 pub use generate::{
     FinishReason, Generation, GenerationConfig, Request, Sampling, generate, generate_requests,
 };
-pub use logprobs::{masked_nll, sequence_logprobs, token_logprobs};
+pub use logprobs::{
+    LOGIT_CHUNK_ELEMENTS, masked_nll, sequence_logprobs, sequence_logprobs_chunked, token_logprobs,
+};
 pub use model::{KvCache, Qwen, TensorSpec, tensor_specs};
 pub use tokenizer::{CharTokenizer, Tokenizer};

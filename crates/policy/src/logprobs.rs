@@ -25,18 +25,60 @@ pub fn token_logprobs(logits: Tensor<3>, targets: Tensor<2, Int>) -> (Tensor<2>,
     (logp, entropy)
 }
 
+/// The most logit elements [`sequence_logprobs`] materialises in one tensor: 2^26 floats,
+/// 256 MiB. A GPU buffer has a size limit (wgpu on an NVIDIA H200 refused the 2.5 GB logits of
+/// 8 × 512 positions over Qwen3's 151 936-token vocabulary), so the log-softmax runs over
+/// chunks of rows and positions; the results are the same.
+pub const LOGIT_CHUNK_ELEMENTS: usize = 1 << 26;
+
 /// Next-token log-probs of whole sequences: position `t` scores `tokens[t+1]`
 /// given `tokens[..=t]`. Right padding is harmless (causal attention); mask it
-/// out of the loss.
+/// out of the loss. The logits are computed in chunks of at most
+/// [`LOGIT_CHUNK_ELEMENTS`] ([`sequence_logprobs_chunked`]).
 ///
 /// # Shapes
 /// - tokens: `[batch, seq]` with `seq ≥ 2`
 /// - returns: (`logp [batch, seq-1]`, `entropy [batch, seq-1]`)
 pub fn sequence_logprobs(model: &Qwen, tokens: Tensor<2, Int>) -> (Tensor<2>, Tensor<2>) {
+    sequence_logprobs_chunked(model, tokens, LOGIT_CHUNK_ELEMENTS)
+}
+
+/// [`sequence_logprobs`] with at most `max_logit_elements` logits in one tensor (at least one
+/// row of the vocabulary at a time): the decoder runs once, then the output projection and the
+/// log-softmax run over groups of rows and positions, and the per-token results are joined.
+/// Differentiable like the one-piece version, with the same values and gradients.
+pub fn sequence_logprobs_chunked(
+    model: &Qwen,
+    tokens: Tensor<2, Int>,
+    max_logit_elements: usize,
+) -> (Tensor<2>, Tensor<2>) {
     let [b, t] = tokens.dims();
     assert!(t >= 2, "sequence_logprobs needs at least two tokens");
-    let logits = model.forward(tokens.clone().slice([0..b, 0..t - 1]));
-    token_logprobs(logits, tokens.slice([0..b, 1..t]))
+    let n = t - 1;
+    let vocab = model.config.vocab_size;
+    let inputs = tokens.clone().slice([0..b, 0..n]);
+    let targets = tokens.slice([0..b, 1..t]);
+    if b * n * vocab <= max_logit_elements {
+        return token_logprobs(model.forward(inputs), targets);
+    }
+    let hidden = model.forward_hidden(inputs, &vec![0; b], None);
+    let rows = (max_logit_elements / vocab).clamp(1, b);
+    let positions = (max_logit_elements / (rows * vocab)).clamp(1, n);
+    let (mut logp_rows, mut entropy_rows) = (Vec::new(), Vec::new());
+    for r in (0..b).step_by(rows) {
+        let r_end = (r + rows).min(b);
+        let (mut logp, mut entropy) = (Vec::new(), Vec::new());
+        for p in (0..n).step_by(positions) {
+            let p_end = (p + positions).min(n);
+            let logits = model.logits(hidden.clone().slice([r..r_end, p..p_end]));
+            let (l, e) = token_logprobs(logits, targets.clone().slice([r..r_end, p..p_end]));
+            logp.push(l);
+            entropy.push(e);
+        }
+        logp_rows.push(Tensor::cat(logp, 1));
+        entropy_rows.push(Tensor::cat(entropy, 1));
+    }
+    (Tensor::cat(logp_rows, 0), Tensor::cat(entropy_rows, 0))
 }
 
 /// Masked mean negative log-likelihood, the SFT cross-entropy:

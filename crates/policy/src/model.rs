@@ -239,6 +239,23 @@ pub(crate) fn to_vec_f32<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
 }
 
 impl Qwen {
+    /// The RMSNorm gains (each layer's input and post-attention norms, Qwen3's per-head q/k
+    /// norms, the final norm), in visiting order. They sit near 1 where the matrices' entries
+    /// are about 0.02–0.1, so an optimizer that steps every parameter by about its learning
+    /// rate (Adam) moves them far more slowly relative to their size; trainers give them a
+    /// learning-rate group of their own (`rstar_agent::train::optim::rl_learning_rate`).
+    pub fn norm_gains(&self) -> Vec<Param<Tensor<1>>> {
+        let mut gains = Vec::with_capacity(4 * self.layers.len() + 1);
+        for layer in &self.layers {
+            gains.push(layer.input_layernorm.clone());
+            gains.extend(layer.self_attn.q_norm.clone());
+            gains.extend(layer.self_attn.k_norm.clone());
+            gains.push(layer.post_attention_layernorm.clone());
+        }
+        gains.push(self.norm.clone());
+        gains
+    }
+
     /// Builds a model from HF-layout tensors supplied by `get(spec)`, which
     /// returns the data (row-major, HF shape) of each tensor in [`tensor_specs`].
     pub fn from_tensors(

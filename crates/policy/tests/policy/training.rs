@@ -138,3 +138,50 @@ fn gradient_checkpointing_gives_the_same_gradients() {
     assert!(max_abs_diff(&plain, &checkpointed) <= 1e-6);
     assert!(plain.iter().any(|&x| x != 0.0));
 }
+
+#[test]
+fn chunked_log_probs_equal_the_one_piece_ones_with_the_same_gradients() {
+    use rstar_policy::sequence_logprobs_chunked;
+    let vocab = 40;
+    let config = QwenConfig::test_tiny(vocab);
+    let ids = vec![
+        vec![1, 5, 9, 2, 30, 7, 12],
+        vec![3, 3, 8, 20, 11, 0, 0],
+        vec![39, 1, 2, 3, 4, 5, 6],
+    ];
+    let ad = device().autodiff();
+    let model = Qwen::random(config, 4, &ad).unwrap();
+    let run = |limit: usize| {
+        let (logp, entropy) = sequence_logprobs_chunked(&model, ids_tensor(&ids, &ad), limit);
+        assert_eq!(logp.dims(), [3, 6]);
+        let values = (to_vec(logp.clone()), to_vec(entropy.clone()));
+        // A loss that weighs every position differently, through both outputs.
+        let weights: Vec<f32> = (0..18).map(|i| 0.1 + i as f32 / 18.0).collect();
+        let w = Tensor::<2>::from_data(TensorData::new(weights, [3, 6]), &ad);
+        let loss = (logp * w.clone()).sum() + (entropy * w).sum().mul_scalar(0.3);
+        let grads = loss.backward();
+        let embed = model.embed_tokens.val().grad(&grads).expect("a gradient");
+        let up = model.layers[1]
+            .mlp
+            .up_proj
+            .val()
+            .grad(&grads)
+            .expect("a gradient");
+        (values, to_vec(embed), to_vec(up))
+    };
+    let whole = run(usize::MAX);
+    // One row and one position at a time; three rows of two positions; two rows at once.
+    for limit in [vocab, 2 * vocab, 6 * vocab, 13 * vocab] {
+        let chunked = run(limit);
+        for (a, b) in [
+            (&whole.0.0, &chunked.0.0),
+            (&whole.0.1, &chunked.0.1),
+            (&whole.1, &chunked.1),
+            (&whole.2, &chunked.2),
+        ] {
+            assert_eq!(a.len(), b.len());
+            let diff = max_abs_diff(a, b);
+            assert!(diff < 1e-5, "limit {limit}: differs by {diff}");
+        }
+    }
+}

@@ -142,6 +142,16 @@ pub struct RlOptions {
     /// uses `lr · min(1, s / warmup_steps)`; 0 for none.
     #[serde(default)]
     pub warmup_steps: u64,
+    /// Learning-rate multiplier of the RMSNorm gains ([`rstar_policy::Qwen::norm_gains`]):
+    /// they take `lr · gain_lr_multiplier`, every other parameter `lr`
+    /// ([`super::optim::rl_learning_rate`]). 1 (the paper, and absent from a config file) is one
+    /// learning rate for all.
+    #[serde(default = "default_gain_lr_multiplier")]
+    pub gain_lr_multiplier: f64,
+}
+
+fn default_gain_lr_multiplier() -> f64 {
+    1.0
 }
 
 /// Held-out evaluation after SFT and after each stage.
@@ -157,6 +167,10 @@ pub struct EvalOptions {
     pub temperature: f64,
     /// Sequences per generation call (`0`: all at once).
     pub max_batch: usize,
+    /// Response budget of each evaluation episode in tokens, assistant and tool tokens
+    /// together; absent: the template's (320 compact, 8 192 ChatML, as `rstar eval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_tokens: Option<usize>,
 }
 
 fn default_eval_temperature() -> f64 {
@@ -273,6 +287,7 @@ impl TrainConfig {
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,
                 warmup_steps: 0,
+                gain_lr_multiplier: 1.0,
             },
             curriculum: CurriculumConfig::rstar2_agent(),
             eval: EvalOptions {
@@ -280,6 +295,7 @@ impl TrainConfig {
                 samples: 0,
                 temperature: 1.0,
                 max_batch: 64,
+                max_response_tokens: None,
             },
             // A 14B policy with its AdamW moments is ~170 GB in f32: not after every step.
             checkpoint_every: 10,
@@ -325,6 +341,9 @@ impl TrainConfig {
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,
                 warmup_steps: 0,
+                // The gains at 1.5e-2 a step: RL sharpens the 0.8M-parameter policy within its
+                // few dozen steps (docs/training.md, "RL gain experiments").
+                gain_lr_multiplier: 300.0,
             },
             curriculum: CurriculumConfig::tiny(),
             eval: EvalOptions {
@@ -332,6 +351,7 @@ impl TrainConfig {
                 samples: 4,
                 temperature: 1.0,
                 max_batch: 0,
+                max_response_tokens: None,
             },
             tools: ToolOptions {
                 python: PathBuf::from("python3"),
@@ -379,6 +399,7 @@ impl TrainConfig {
                 samples: 0,
                 temperature: 1.0,
                 max_batch: 0,
+                max_response_tokens: None,
             },
             ..tiny
         }
@@ -431,6 +452,15 @@ impl TrainConfig {
                 format!("is {}, expected a positive number", self.rl.adam_epsilon),
             );
         }
+        if !(self.rl.gain_lr_multiplier.is_finite() && self.rl.gain_lr_multiplier > 0.0) {
+            return bad(
+                "rl.gain_lr_multiplier",
+                format!(
+                    "is {}, expected a positive number (1: one learning rate for all)",
+                    self.rl.gain_lr_multiplier
+                ),
+            );
+        }
         if !(0.0..=1.0).contains(&self.sft.failing_fraction) {
             return bad(
                 "sft.failing_fraction",
@@ -455,6 +485,12 @@ impl TrainConfig {
             {
                 return bad(field, format!("is {c}, expected a positive number"));
             }
+        }
+        if self.eval.max_response_tokens == Some(0) {
+            return bad(
+                "eval.max_response_tokens",
+                "is 0, expected at least 1 (or leave it out for the template's budget)".into(),
+            );
         }
         if !(self.eval.temperature.is_finite() && self.eval.temperature > 0.0) {
             return bad(
@@ -580,12 +616,38 @@ mod tests {
     }
 
     #[test]
-    fn older_configs_get_adam_epsilon_1e_8_and_no_warm_up_and_epsilon_must_be_positive() {
+    fn the_eval_budget_is_optional_and_must_be_positive() {
+        // Absent in older configs and in the presets: the template's budget.
+        let json: serde_json::Value = serde_json::to_value(TrainConfig::tiny()).unwrap();
+        assert!(json["eval"].get("max_response_tokens").is_none(), "{json}");
+        let mut set = json.clone();
+        set["eval"]["max_response_tokens"] = 256.into();
+        let c: TrainConfig = serde_json::from_value(set).unwrap();
+        assert_eq!(c.eval.max_response_tokens, Some(256));
+        let mut c = TrainConfig::smoke();
+        c.eval.max_response_tokens = Some(0);
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("`eval.max_response_tokens`"), "{err}");
+    }
+
+    #[test]
+    fn older_configs_get_adam_epsilon_1e_8_no_warm_up_and_one_lr_and_these_must_be_positive() {
         let mut json: serde_json::Value = serde_json::to_value(TrainConfig::tiny()).unwrap();
         json["rl"].as_object_mut().unwrap().remove("adam_epsilon");
         json["rl"].as_object_mut().unwrap().remove("warmup_steps");
+        json["rl"]
+            .as_object_mut()
+            .unwrap()
+            .remove("gain_lr_multiplier");
         let c: TrainConfig = serde_json::from_value(json).unwrap();
         assert_eq!((c.rl.adam_epsilon, c.rl.warmup_steps), (1e-8, 0));
+        assert_eq!(c.rl.gain_lr_multiplier, 1.0);
+        for m in [0.0, -2.0, f64::INFINITY] {
+            let mut c = TrainConfig::smoke();
+            c.rl.gain_lr_multiplier = m;
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains("`rl.gain_lr_multiplier`"), "{err}");
+        }
         for eps in [0.0, -1e-3, f64::NAN] {
             let mut c = TrainConfig::smoke();
             c.rl.adam_epsilon = eps;

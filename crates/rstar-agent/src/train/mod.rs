@@ -49,7 +49,7 @@ pub use config::{
 };
 
 use self::checkpoint::{Lines, Phase, ResumeState, StagePool};
-use crate::episode::Trajectory;
+use crate::episode::{Limits, Trajectory};
 use crate::error::AgentError;
 use crate::rollout::{
     PoolExecutor, Prompt, RolloutConfig, ToolExecutor, TrajectoryStats, mix_seed, rollout,
@@ -95,7 +95,8 @@ pub fn evaluate(
     )
 }
 
-/// [`evaluate`] in a given template (with its [`rl::base_limits`]).
+/// [`evaluate`] in a given template (with its [`rl::base_limits`], the response budget replaced
+/// by `options.max_response_tokens` when set).
 ///
 /// # Errors
 /// Rollout errors.
@@ -108,9 +109,15 @@ pub fn evaluate_with(
     seed: u64,
     executor: &mut dyn ToolExecutor,
 ) -> Result<(TrajectoryStats, Option<TrajectoryStats>, Vec<Trajectory>), AgentError> {
+    let base = rl::base_limits(template);
     let mut config = RolloutConfig {
         template,
-        limits: rl::base_limits(template),
+        limits: Limits {
+            max_response_tokens: options
+                .max_response_tokens
+                .unwrap_or(base.max_response_tokens),
+            ..base
+        },
         sampling: Sampling::Greedy,
         seed,
         max_batch: options.max_batch,

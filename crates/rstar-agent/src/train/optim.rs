@@ -1,7 +1,9 @@
 //! Optimisation helpers shared by SFT and RL: AdamW (Burn's), the learning-rate schedule,
 //! global gradient-norm clipping, and batching of token sequences into tensors.
 
-use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::module::{Module, ModuleVisitor, Param, ParamGroup, ParamId};
+use burn::optim::lr_scheduler::LrSchedulerConfig;
+use burn::optim::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrSchedulerConfig};
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rstar_policy::Qwen;
@@ -17,6 +19,27 @@ pub fn adamw(weight_decay: f32) -> ModuleOptimizer {
 /// The RL optimizer: [`adamw`] with `rl.weight_decay` and `rl.adam_epsilon`.
 pub fn rl_adamw(rl: &RlOptions) -> ModuleOptimizer {
     adamw_with(rl.weight_decay, rl.adam_epsilon)
+}
+
+/// The learning rates of one RL update: `lr` for every parameter and `lr · gain_multiplier` for
+/// the RMSNorm gains ([`Qwen::norm_gains`]), as a Burn parameter group.
+///
+/// Adam moves every parameter by about its learning rate per step. The gains sit near 1, so a
+/// step that is large for a weight matrix's entries (about 0.02–0.1) barely moves them, and
+/// the final norm's gain is the policy's inverse temperature: `rl.gain_lr_multiplier` lets RL
+/// sharpen (or soften) the whole distribution at the speed it changes the rest.
+pub fn rl_learning_rate(model: &Qwen, lr: f64, gain_multiplier: f64) -> ModuleLearningRate {
+    if gain_multiplier == 1.0 {
+        return lr.into();
+    }
+    let mut scheduler = ModuleLrSchedulerConfig::new(LrSchedulerConfig::Constant(lr))
+        .with_group(
+            ParamGroup::ids_from_module(model.norm_gains()),
+            LrSchedulerConfig::Constant(lr * gain_multiplier),
+        )
+        .init()
+        .expect("constant learning rates build");
+    scheduler.step()
 }
 
 /// [`adamw`] with another ε.

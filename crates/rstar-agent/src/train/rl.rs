@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use rstar_scheduler::{DispatchPolicy, KvRetention};
 
 use super::config::{RlOptions, RolloutDriver};
-use super::optim::{clip_global_norm, pack};
+use super::optim::{clip_global_norm, pack, rl_learning_rate};
 use crate::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
 use crate::episode::{Limits, Trajectory};
 use crate::error::AgentError;
@@ -322,7 +322,8 @@ pub fn step_with(
             ppo_kl = m.ppo_kl;
             pg_loss += m.pg_loss / chunks.len() as f32;
             grad_norm += clip_global_norm(&model, &mut grads, o.grad_clip) / chunks.len() as f64;
-            model = optimizer.step(step_lr(o, inputs.step), model, grads);
+            let lr = rl_learning_rate(&model, step_lr(o, inputs.step), o.gain_lr_multiplier);
+            model = optimizer.step(lr, model, grads);
             updates += 1;
         }
     }

@@ -370,3 +370,85 @@ fn a_negative_entropy_coefficient_lowers_the_policys_entropy() {
     let after = mean_entropy(&stepped);
     assert!(after < before - 1e-4, "entropy {before} -> {after}");
 }
+
+/// The values of `params`, flattened in order.
+fn values(params: &[burn::module::Param<burn::tensor::Tensor<1>>]) -> Vec<f32> {
+    params
+        .iter()
+        .flat_map(|p| p.val().try_into_vec_as::<f32>().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_norm_gains_take_their_own_learning_rate() {
+    use rstar_agent::train::optim::{rl_adamw, rl_learning_rate};
+    let device = burn::tensor::Device::flex().autodiff();
+    let model = Qwen::random(super::common::tiny_config(), 6, &device).unwrap();
+    let gains = model.norm_gains();
+    // 2 layers x (input, q, k, post-attention norms) + the final norm.
+    assert_eq!(gains.len(), 2 * 4 + 1);
+    let packed: Vec<(Vec<u32>, Vec<f32>)> = (0..3usize)
+        .map(|r| {
+            (
+                (0..10)
+                    .map(|t| ((t * 3 + r * 11) % 40 + 1) as u32)
+                    .collect(),
+                vec![1.0; 10],
+            )
+        })
+        .collect();
+    let rows: Vec<(&[u32], &[f32])> = packed
+        .iter()
+        .map(|(i, w)| (i.as_slice(), w.as_slice()))
+        .collect();
+    let (lr, m) = (1e-3, 10.0);
+    // The same gradients each time: one SFT-like loss on fixed rows.
+    let step = |multiplier: f64| {
+        let (tokens, mask, _) = rstar_agent::train::optim::pack(&rows, &device);
+        let (logp, _) = rstar_policy::sequence_logprobs(&model, tokens);
+        let grads = burn::optim::GradientsParams::from_grads(
+            rstar_policy::masked_nll(logp, mask).backward(),
+            &model,
+        );
+        let mut optimizer = rl_adamw(&TrainConfig::tiny().rl);
+        let rates = rl_learning_rate(&model, lr, multiplier);
+        optimizer.step(rates, model.clone(), grads)
+    };
+    let (one, scaled) = (step(1.0), step(m));
+    let before_gains = values(&gains);
+    let delta = |after: &Qwen| -> Vec<f32> {
+        values(&after.norm_gains())
+            .iter()
+            .zip(&before_gains)
+            .map(|(a, b)| a - b)
+            .collect()
+    };
+    // Adam's first step moves each parameter by lr · g / (|g| + ε): about lr for the gains
+    // with a gradient, m · lr with the multiplier.
+    let (d1, dm) = (delta(&one), delta(&scaled));
+    let moved = d1.iter().filter(|d| d.abs() > 0.5 * lr as f32).count();
+    assert!(moved > d1.len() / 2, "{d1:?}");
+    for (a, b) in d1.iter().zip(&dm) {
+        assert!((b - m as f32 * a).abs() < 1e-5, "{a} x {m} != {b}");
+    }
+    // Every other parameter takes the same step either way.
+    assert_eq!(
+        one.embed_tokens.val().try_into_vec_as::<f32>().unwrap(),
+        scaled.embed_tokens.val().try_into_vec_as::<f32>().unwrap()
+    );
+    for (a, b) in one.layers.iter().zip(&scaled.layers) {
+        assert_eq!(
+            a.mlp.up_proj.val().try_into_vec_as::<f32>().unwrap(),
+            b.mlp.up_proj.val().try_into_vec_as::<f32>().unwrap()
+        );
+        assert_eq!(
+            a.self_attn.q_proj.val().try_into_vec_as::<f32>().unwrap(),
+            b.self_attn.q_proj.val().try_into_vec_as::<f32>().unwrap()
+        );
+    }
+    assert_ne!(
+        one.embed_tokens.val().try_into_vec_as::<f32>().unwrap(),
+        model.embed_tokens.val().try_into_vec_as::<f32>().unwrap(),
+        "the step moved the weights"
+    );
+}

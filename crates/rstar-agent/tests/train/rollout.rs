@@ -100,3 +100,37 @@ fn tool_turns_come_from_the_sandbox_and_logprobs_match_a_recomputation() {
     }
     assert!(checked > 0);
 }
+
+#[test]
+fn evaluation_episodes_keep_the_configured_response_budget() {
+    let device = burn::tensor::Device::flex();
+    let model = Qwen::random(super::common::tiny_config(), 0, &device).unwrap();
+    let tok = Tokenizer::char();
+    let ps = prompts(&tasks(2, 5));
+    let mut exec = FnExecutor(|_: &ToolCall| ToolOutcome::code_judge(true, "", "1\n", "", 0.0));
+    let mut options = rstar_agent::train::TrainConfig::smoke().eval;
+    options.samples = 1;
+    let lens = |options: &rstar_agent::train::EvalOptions,
+                exec: &mut dyn rstar_agent::rollout::ToolExecutor| {
+        let (greedy, sampled, trajectories) =
+            rstar_agent::train::evaluate(&model, &tok, &ps, options, 3, exec).unwrap();
+        assert_eq!((greedy.count, sampled.map(|s| s.count)), (2, Some(2)));
+        trajectories
+            .iter()
+            .map(|t| (t.response_ids.len(), t.truncated))
+            .collect::<Vec<_>>()
+    };
+    // The template's budget (320 tokens compact): a random policy rarely ends on its own.
+    options.max_response_tokens = None;
+    let free = lens(&options, &mut exec);
+    assert!(free.iter().any(|&(n, _)| n > 16), "{free:?}");
+    assert!(free.iter().all(|&(n, _)| n <= 320), "{free:?}");
+    // A budget of 16 tokens: every episode stops there, truncated.
+    options.max_response_tokens = Some(16);
+    let capped = lens(&options, &mut exec);
+    assert!(!capped.is_empty());
+    for (n, truncated) in capped {
+        assert!(n <= 16, "{n}");
+        assert!(truncated || n < 16, "{n}");
+    }
+}
