@@ -25,6 +25,18 @@ struct Shapes {
     train: [usize; 2],
 }
 
+impl Shapes {
+    /// Tokens each workload processes: all prefill positions, one per decode row and step, the
+    /// scored next-token positions of the training batch.
+    fn tokens(&self) -> [f64; 3] {
+        [
+            (self.prefill[0] * self.prefill[1]) as f64,
+            (self.decode[0] * self.decode[2]) as f64,
+            (self.train[0] * (self.train[1] - 1)) as f64,
+        ]
+    }
+}
+
 /// The model and workloads `RSTAR_BENCH_SHAPE` names.
 fn shape(name: &str) -> (QwenConfig, Shapes) {
     match name {
@@ -185,14 +197,10 @@ fn main() {
         "ratio"
     );
     let theirs = peer.as_ref().map(|p| {
-        [
-            (shapes.prefill[0] * shapes.prefill[1]) as f64
-                / p["prefill_s"].as_f64().unwrap_or(f64::NAN),
-            (shapes.decode[0] * shapes.decode[2]) as f64
-                / p["decode_s"].as_f64().unwrap_or(f64::NAN),
-            (shapes.train[0] * (shapes.train[1] - 1)) as f64
-                / p["train_s"].as_f64().unwrap_or(f64::NAN),
-        ]
+        let seconds =
+            ["prefill_s", "decode_s", "train_s"].map(|k| p[k].as_f64().unwrap_or(f64::NAN));
+        let tokens = shapes.tokens();
+        [0, 1, 2].map(|i| tokens[i] / seconds[i])
     });
     let keys = ["prefill_threads", "decode_threads", "train_threads"];
     for (i, &(name, (value, n))) in ours.iter().enumerate() {
@@ -334,9 +342,10 @@ fn measure(
             .into_data();
     });
 
+    let tokens = shapes.tokens();
     [
-        (b * t) as f64 / prefill_s,
-        (shapes.decode[0] * steps) as f64 / decode_s,
-        (tb * (tt - 1)) as f64 / train_s,
+        tokens[0] / prefill_s,
+        tokens[1] / decode_s,
+        tokens[2] / train_s,
     ]
 }

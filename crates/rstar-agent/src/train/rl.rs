@@ -310,6 +310,8 @@ pub fn step_with(
                 })
                 .collect()
         });
+        // The same rates for every mini-batch of the step (the gains keep their ids).
+        let lr = rl_learning_rate(&model, step_lr(o, inputs.step), o.gain_lr_multiplier);
         for (c, parts) in micro.iter().enumerate() {
             let olds = olds.as_ref().map(|o| o[c].as_slice());
             let Some((mut grads, m)) =
@@ -322,8 +324,7 @@ pub fn step_with(
             ppo_kl = m.ppo_kl;
             pg_loss += m.pg_loss / chunks.len() as f32;
             grad_norm += clip_global_norm(&model, &mut grads, o.grad_clip) / chunks.len() as f64;
-            let lr = rl_learning_rate(&model, step_lr(o, inputs.step), o.gain_lr_multiplier);
-            model = optimizer.step(lr, model, grads);
+            model = optimizer.step(lr.clone(), model, grads);
             updates += 1;
         }
     }
