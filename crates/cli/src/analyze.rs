@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use crate::analysis::entropy::{
+use rstar_agent::analysis::entropy::{
     EntropyConfig, EntropyReport, analyze, render_compare, render_table,
 };
-use crate::analysis::{parse_trajectories, plot};
-use crate::episode::Trajectory;
+use rstar_agent::analysis::{parse_trajectories, plot};
+use rstar_agent::episode::Trajectory;
 
 /// Arguments of `rstar analyze`.
 #[derive(Debug, clap::Args)]

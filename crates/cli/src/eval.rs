@@ -7,23 +7,23 @@
 //! Writes `results.jsonl`, `trajectories.jsonl` and `summary.json` into `--out` and prints the
 //! summary table (or the summary JSON with `--json`) on stdout.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use burn::tensor::Device;
 use rstar_policy::{Sampling, Tokenizer};
 use rstar_scheduler::{DispatchPolicy, KvRetention};
 
-use crate::dataset::{DatasetOptions, load_prompts_with};
-use crate::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
-use crate::episode::Limits;
-use crate::eval::{EvalOptions, EvalSummaryFile, run_eval, write_outputs};
-use crate::remote::{RemoteEngine, RemoteEngineConfig};
-use crate::scheduled::{PoolTools, ScheduleConfig};
-use crate::template::{Template, TemplateFormat};
-use crate::train::{ToolOptions, start_pool};
+use rstar_agent::dataset::{DatasetOptions, load_prompts_with};
+use rstar_agent::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
+use rstar_agent::episode::Limits;
+use rstar_agent::eval::{EvalOptions, EvalSummaryFile, run_eval_with_progress, write_outputs};
+use rstar_agent::remote::{RemoteEngine, RemoteEngineConfig};
+use rstar_agent::scheduled::{PoolTools, Progress, ProgressFn, ScheduleConfig};
+use rstar_agent::template::{Template, TemplateFormat};
+use rstar_agent::train::{ToolOptions, start_pool};
 
 /// Arguments of `rstar eval`.
 #[derive(Debug, clap::Args)]
@@ -32,6 +32,9 @@ pub struct Args {
     /// OpenAI-compatible server, `http://host:port[/v1]`.
     #[arg(long)]
     pub model: String,
+    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
+    #[arg(long, default_value = "flex")]
+    pub backend: String,
     /// The problems: a JSONL file (../shared/datasets layout) or a verl parquet file.
     #[arg(long)]
     pub data: PathBuf,
@@ -147,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 dir.display()
             );
         }
-        let (model, tok) = rstar_policy::load_dir(&dir, &Device::flex())
+        let (model, tok) = rstar_policy::load_dir(&dir, &crate::backend::device_of(&args.backend)?)
             .with_context(|| format!("loading the model {}", dir.display()))?;
         (tok, Some(model))
     };
@@ -265,15 +268,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             retention: KvRetention::Keep,
             record_entropy: args.record_entropy,
         },
-        progress: true,
     };
-    let run = run_eval(
+    let bar = progress_bar(prompts.len() * args.samples);
+    let progress: Option<ProgressFn> = bar.clone().map(|bar| {
+        Arc::new(move |p: Progress| {
+            bar.set_position(p.done as u64);
+            if p.elapsed_secs > 0.0 {
+                bar.set_message(format!(
+                    "{:.1} tok/s",
+                    p.generated_tokens as f64 / p.elapsed_secs
+                ));
+            }
+        }) as ProgressFn
+    });
+    let run = run_eval_with_progress(
         generators,
         SharedTokenizer(Arc::clone(&tokenizer)),
         tools,
         &prompts,
         &eval_options,
-    )?;
+        progress,
+    );
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let run = run?;
     let out = args.out.clone().unwrap_or_else(|| {
         let stem = args
             .data
@@ -320,4 +339,22 @@ fn load_tokenizer(spec: &str) -> anyhow::Result<Tokenizer> {
         Tokenizer::from_hf_file(&path)
     };
     tok.with_context(|| format!("--tokenizer {spec}"))
+}
+
+/// A progress bar on stderr, or none when stderr is not a terminal.
+fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    let style = indicatif::ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {pos}/{len} rollouts  {msg}",
+    )
+    .map(|s| s.progress_chars("=> "))
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    Some(bar)
 }

@@ -19,9 +19,12 @@ struct Info {
 
 fn info() -> Info {
     Info {
-        version: crate::VERSION,
+        version: rstar_agent::VERSION,
         crates: vec![
+            "rstar-cli",
             "rstar-agent",
+            "rstar-episode",
+            "rstar-tasks",
             "rstar-verifier",
             "rstar-roc",
             "rstar-curriculum",

@@ -3,12 +3,19 @@
 //! Each subcommand module exposes a clap `Args` struct and a `run(args)`
 //! function returning `anyhow::Result<()>`; this file only wires them together,
 //! so adding a subcommand is one enum variant and one match arm.
+//!
+//! This crate is the workspace's edge: clap, anyhow, indicatif and tracing-subscriber are
+//! dependencies of it and of no library crate, and the Burn backend is chosen here
+//! (`--backend flex|wgpu|cuda` on `train`, `eval` and `serve`; features `flex` (default),
+//! `wgpu`, `cuda`). It is **not** a library to build on: use `rstar-agent` and the crates under
+//! it. The `rstar` binary is `src/main.rs`, a one-line shell over [`main`].
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod analyze;
+pub mod backend;
 mod curriculum;
 mod eval;
 mod info;

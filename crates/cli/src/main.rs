@@ -1,5 +1,5 @@
-//! The `rstar` binary: a thin shell over [`rstar_agent::cli`].
+//! The `rstar` binary: a thin shell over [`rstar_cli`].
 
 fn main() -> std::process::ExitCode {
-    rstar_agent::cli::main()
+    rstar_cli::main()
 }

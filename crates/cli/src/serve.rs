@@ -1,16 +1,15 @@
 //! `rstar serve`: a policy (an HF model directory or one of our checkpoints) behind the
 //! OpenAI-compatible API (`/v1/completions`, `/v1/chat/completions`, `/v1/models`, `/health`);
-//! see [`crate::serve`] and `docs/serve.md`.
+//! see [`rstar_agent::serve`] and `docs/serve.md`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use burn::tensor::Device;
 
-use crate::serve::{ServeConfig, start};
-use crate::template::TemplateFormat;
+use rstar_agent::serve::{ServeConfig, start};
+use rstar_agent::template::TemplateFormat;
 
 /// The chat layout of `/v1/chat/completions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -28,6 +27,9 @@ pub struct Args {
     /// checkpoints (the same layout).
     #[arg(long)]
     pub model: PathBuf,
+    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
+    #[arg(long, default_value = "flex")]
+    pub backend: String,
     /// Port to listen on (0 picks a free one and prints it).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
@@ -72,7 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
-    let device = Device::flex();
+    let device = crate::backend::device_of(&args.backend)?;
     let (model, tokenizer) = rstar_policy::load_dir(&args.model, &device)
         .with_context(|| format!("loading the model from {}", args.model.display()))?;
     let name = args

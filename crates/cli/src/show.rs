@@ -11,11 +11,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
-use crate::analysis::entropy::call_spans;
-use crate::analysis::parse_trajectories;
-use crate::episode::{Role, Trajectory};
-use crate::template::TemplateFormat;
-use crate::toolcall::OutcomeKind;
+use rstar_agent::analysis::entropy::call_spans;
+use rstar_agent::analysis::parse_trajectories;
+use rstar_agent::episode::{Role, Trajectory};
+use rstar_agent::template::TemplateFormat;
+use rstar_agent::toolcall::OutcomeKind;
 
 /// Arguments of `rstar show`.
 #[derive(Debug, clap::Args)]
@@ -318,7 +318,7 @@ fn render(t: &Trajectory, index: usize, of: usize, whole_prompt: bool, p: Paint)
             }
         }
     }
-    if t.stop == crate::episode::StopReason::ToolResponseTooLong {
+    if t.stop == rstar_agent::episode::StopReason::ToolResponseTooLong {
         s.push_str(&p.red(
             "(the last tool response did not fit in the token budget and is not in the response)\n",
         ));

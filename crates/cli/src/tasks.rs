@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
-use crate::tasks::{Split, TaskConfig, TaskSet, write_problems};
+use rstar_agent::tasks::{Split, TaskConfig, TaskSet, write_problems};
 
 /// Arguments of `rstar tasks`.
 #[derive(Debug, clap::Args)]

@@ -14,9 +14,9 @@ use anyhow::{Context, bail};
 use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::train::rl::StepRecord;
-use crate::train::sft::SftStep;
-use crate::train::{self as trainer, Observer, RolloutDriver, RunOptions, SftOptions, TrainConfig};
+use rstar_agent::train::rl::StepRecord;
+use rstar_agent::train::sft::SftStep;
+use rstar_agent::train::{self as trainer, Observer, RolloutDriver, RunOptions, SftOptions, TrainConfig};
 use rstar_scheduler::DispatchPolicy;
 
 /// Arguments of `rstar train`.
@@ -55,7 +55,7 @@ pub struct Args {
     /// Train and evaluate on the problems of this dataset file instead of the embedded tasks.
     #[arg(long, value_name = "FILE")]
     pub data: Option<PathBuf>,
-    /// The Burn backend: `flex` (CPU) or `wgpu` (needs a build with the `wgpu` feature).
+    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
     #[arg(long, default_value = "flex")]
     pub backend: String,
     /// RL learning rate (overrides the preset).
@@ -107,29 +107,7 @@ pub enum Action {
     },
 }
 
-/// The Burn device of `--backend`.
-///
-/// # Errors
-/// An unknown name, or `wgpu` in a build without the `wgpu` feature.
-pub fn device_of(backend: &str) -> anyhow::Result<Device> {
-    match backend {
-        "flex" => Ok(Device::flex()),
-        "wgpu" => wgpu_device(),
-        other => bail!("--backend is `{other}`, expected `flex` or `wgpu`"),
-    }
-}
-
-#[cfg(feature = "wgpu")]
-fn wgpu_device() -> anyhow::Result<Device> {
-    Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice))
-}
-
-#[cfg(not(feature = "wgpu"))]
-fn wgpu_device() -> anyhow::Result<Device> {
-    bail!(
-        "--backend wgpu: this rstar was built without the `wgpu` feature (rebuild with `cargo build --release -p rstar-agent --features wgpu`)"
-    )
-}
+pub use crate::backend::device_of;
 
 /// Progress on stderr: bars on a terminal (log lines printed above them), plain lines
 /// otherwise.

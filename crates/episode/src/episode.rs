@@ -21,9 +21,9 @@
 //!    trajectory always ends on an assistant turn.
 //!
 //! ```
-//! use rstar_agent::episode::{ByteTokenizer, Episode, Limits, Step, StopReason};
-//! use rstar_agent::template::Template;
-//! use rstar_agent::toolcall::ToolOutcome;
+//! use rstar_episode::episode::{ByteTokenizer, Episode, Limits, Step, StopReason};
+//! use rstar_episode::template::Template;
+//! use rstar_episode::toolcall::ToolOutcome;
 //!
 //! let tok = ByteTokenizer;
 //! let mut ep = Episode::new(&tok, &Template::compact(), Limits::compact(), "What is 6*7?");
@@ -45,7 +45,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::AgentError;
+use crate::Error;
 use crate::template::{Template, TemplateFormat};
 use crate::toolcall::{ParseFailure, ParsedCall, ToolCall, ToolOutcome};
 
@@ -350,14 +350,14 @@ impl Trajectory {
         &mut self,
         entropies: Vec<f32>,
         logprobs: Vec<f32>,
-    ) -> Result<(), AgentError> {
+    ) -> Result<(), Error> {
         let n = self.assistant_token_count();
         for (field, len) in [
             ("entropies", entropies.len()),
             ("token_logprobs", logprobs.len()),
         ] {
             if len != 0 && len != n {
-                return Err(AgentError::Trajectory(format!(
+                return Err(Error::Trajectory(format!(
                     "`{field}` has {len} entries for {n} assistant tokens"
                 )));
             }
@@ -369,10 +369,10 @@ impl Trajectory {
 
     /// Attaches the per-assistant-token texts (see the field docs); fails, changing nothing,
     /// unless there is one per assistant token (or none).
-    pub fn attach_token_texts(&mut self, texts: Vec<String>) -> Result<(), AgentError> {
+    pub fn attach_token_texts(&mut self, texts: Vec<String>) -> Result<(), Error> {
         let n = self.assistant_token_count();
         if !texts.is_empty() && texts.len() != n {
-            return Err(AgentError::Trajectory(format!(
+            return Err(Error::Trajectory(format!(
                 "`token_texts` has {} entries for {n} assistant tokens",
                 texts.len()
             )));
@@ -384,8 +384,8 @@ impl Trajectory {
     /// Checks the invariants a reader relies on: `loss_mask` matches `response_ids`, the turns
     /// tile the response with the mask of their role, and the optional per-token fields have one
     /// entry per assistant token. Errors name the field.
-    pub fn validate(&self) -> Result<(), AgentError> {
-        let bad = |m: String| Err(AgentError::Trajectory(m));
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |m: String| Err(Error::Trajectory(m));
         let n = self.response_ids.len();
         if self.loss_mask.len() != n {
             return bad(format!(
@@ -448,24 +448,24 @@ impl Trajectory {
     }
 
     /// Parses one JSON line.
-    pub fn from_json_line(line: &str) -> Result<Self, AgentError> {
+    pub fn from_json_line(line: &str) -> Result<Self, Error> {
         Ok(serde_json::from_str(line)?)
     }
 
     /// Writes trajectories as JSONL.
-    pub fn write_jsonl(path: &Path, trajectories: &[Trajectory]) -> Result<(), AgentError> {
+    pub fn write_jsonl(path: &Path, trajectories: &[Trajectory]) -> Result<(), Error> {
         write_jsonl(path, trajectories)
     }
 
     /// Reads a JSONL file of trajectories; errors name the file and line.
-    pub fn read_jsonl(path: &Path) -> Result<Vec<Trajectory>, AgentError> {
+    pub fn read_jsonl(path: &Path) -> Result<Vec<Trajectory>, Error> {
         read_jsonl(path)
     }
 }
 
 /// Writes serde records as JSONL, one a line.
-pub(crate) fn write_jsonl<R: Serialize>(path: &Path, records: &[R]) -> Result<(), AgentError> {
-    let io = |source| AgentError::Io {
+pub(crate) fn write_jsonl<R: Serialize>(path: &Path, records: &[R]) -> Result<(), Error> {
+    let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
     };
@@ -480,8 +480,8 @@ pub(crate) fn write_jsonl<R: Serialize>(path: &Path, records: &[R]) -> Result<()
 /// Reads serde records from JSONL, skipping blank lines; errors name the file and line.
 pub(crate) fn read_jsonl<R: serde::de::DeserializeOwned>(
     path: &Path,
-) -> Result<Vec<R>, AgentError> {
-    let io = |source| AgentError::Io {
+) -> Result<Vec<R>, Error> {
+    let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
     };
@@ -492,7 +492,7 @@ pub(crate) fn read_jsonl<R: serde::de::DeserializeOwned>(
         if line.trim().is_empty() {
             continue;
         }
-        let r = serde_json::from_str(&line).map_err(|e| AgentError::Dataset {
+        let r = serde_json::from_str(&line).map_err(|e| Error::Dataset {
             path: path.to_path_buf(),
             line: i + 1,
             message: e.to_string(),
@@ -628,22 +628,22 @@ impl<T: TextTokenizer> Episode<T> {
 
     /// Accepts an assistant turn as text. It is tokenized; tokens beyond the budget are cut
     /// and the turn's text becomes the decoding of what was kept.
-    pub fn push_assistant_text(&mut self, text: &str) -> Result<Step, AgentError> {
+    pub fn push_assistant_text(&mut self, text: &str) -> Result<Step, Error> {
         let ids = self.tokenizer.encode(text);
         self.push_assistant_ids(&ids)
     }
 
     /// Accepts an assistant turn as token ids (what an engine sampled); ids beyond the budget
     /// are cut.
-    pub fn push_assistant_ids(&mut self, ids: &[u32]) -> Result<Step, AgentError> {
+    pub fn push_assistant_ids(&mut self, ids: &[u32]) -> Result<Step, Error> {
         if !matches!(self.state, State::AwaitAssistant) {
-            return Err(AgentError::EpisodeState(format!(
+            return Err(Error::EpisodeState(format!(
                 "an assistant turn was pushed while the episode expects {:?}",
                 self.step()
             )));
         }
         if !self.entropies.is_empty() {
-            return Err(AgentError::EpisodeState(
+            return Err(Error::EpisodeState(
                 "a turn without token statistics was pushed after turns with them".to_string(),
             ));
         }
@@ -659,15 +659,15 @@ impl<T: TextTokenizer> Episode<T> {
         &mut self,
         ids: &[u32],
         stats: TokenStats,
-    ) -> Result<Step, AgentError> {
+    ) -> Result<Step, Error> {
         if !matches!(self.state, State::AwaitAssistant) {
-            return Err(AgentError::EpisodeState(format!(
+            return Err(Error::EpisodeState(format!(
                 "an assistant turn was pushed while the episode expects {:?}",
                 self.step()
             )));
         }
         if self.plain_turns > 0 {
-            return Err(AgentError::EpisodeState(
+            return Err(Error::EpisodeState(
                 "a turn with token statistics was pushed after turns without them".to_string(),
             ));
         }
@@ -676,7 +676,7 @@ impl<T: TextTokenizer> Episode<T> {
             ("logprobs", stats.logprobs.len()),
         ] {
             if len != ids.len() {
-                return Err(AgentError::Trajectory(format!(
+                return Err(Error::Trajectory(format!(
                     "`{field}` has {len} entries for {} sampled ids",
                     ids.len()
                 )));
@@ -692,9 +692,9 @@ impl<T: TextTokenizer> Episode<T> {
         self.push_assistant_inner(ids)
     }
 
-    fn push_assistant_inner(&mut self, ids: &[u32]) -> Result<Step, AgentError> {
+    fn push_assistant_inner(&mut self, ids: &[u32]) -> Result<Step, Error> {
         if !matches!(self.state, State::AwaitAssistant) {
-            return Err(AgentError::EpisodeState(format!(
+            return Err(Error::EpisodeState(format!(
                 "an assistant turn was pushed while the episode expects {:?}",
                 self.step()
             )));
@@ -740,16 +740,16 @@ impl<T: TextTokenizer> Episode<T> {
     }
 
     /// Accepts the outcomes of the calls of the last [`Step::CallTools`], in the same order.
-    pub fn push_tool_outcomes(&mut self, outcomes: Vec<ToolOutcome>) -> Result<Step, AgentError> {
+    pub fn push_tool_outcomes(&mut self, outcomes: Vec<ToolOutcome>) -> Result<Step, Error> {
         let State::AwaitTools(calls) = &self.state else {
-            return Err(AgentError::EpisodeState(format!(
+            return Err(Error::EpisodeState(format!(
                 "tool outcomes were pushed while the episode expects {:?}",
                 self.step()
             )));
         };
         let expected = calls.iter().filter(|c| c.is_ok()).count();
         if outcomes.len() != expected {
-            return Err(AgentError::OutcomeCount {
+            return Err(Error::OutcomeCount {
                 expected,
                 got: outcomes.len(),
             });
@@ -797,9 +797,9 @@ impl<T: TextTokenizer> Episode<T> {
     }
 
     /// Ends a finished rollout without scoring it.
-    pub fn finish(self) -> Result<Trajectory, AgentError> {
+    pub fn finish(self) -> Result<Trajectory, Error> {
         let State::Done(stop) = self.state else {
-            return Err(AgentError::EpisodeState(format!(
+            return Err(Error::EpisodeState(format!(
                 "finish was called while the episode expects {:?}",
                 self.step()
             )));
@@ -830,7 +830,7 @@ impl<T: TextTokenizer> Episode<T> {
     pub fn finish_scored(
         self,
         scorer: impl FnOnce(&str) -> Score,
-    ) -> Result<Trajectory, AgentError> {
+    ) -> Result<Trajectory, Error> {
         let mut t = self.finish()?;
         let score = scorer(&t.assistant_text());
         t.answer = score.answer;
@@ -846,7 +846,7 @@ impl<T: TextTokenizer> Episode<T> {
         mut self,
         mut generate: impl FnMut(&[u32], usize) -> String,
         mut execute: impl FnMut(&ToolCall) -> ToolOutcome,
-    ) -> Result<Self, AgentError> {
+    ) -> Result<Self, Error> {
         loop {
             match self.step() {
                 Step::Generate { max_tokens } => {
@@ -881,16 +881,16 @@ mod tests {
         let mut ep = Episode::new(&tok, &Template::compact(), Limits::compact(), "x");
         assert!(matches!(
             ep.push_tool_outcomes(vec![]),
-            Err(AgentError::EpisodeState(_))
+            Err(Error::EpisodeState(_))
         ));
         ep.push_assistant_text("<c>print(1)</c>").unwrap();
         assert!(matches!(
             ep.push_assistant_text("again"),
-            Err(AgentError::EpisodeState(_))
+            Err(Error::EpisodeState(_))
         ));
         assert!(matches!(
             ep.push_tool_outcomes(vec![]),
-            Err(AgentError::OutcomeCount {
+            Err(Error::OutcomeCount {
                 expected: 1,
                 got: 0
             })

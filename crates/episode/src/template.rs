@@ -45,7 +45,7 @@ const IM_END: &str = "<|im_end|>";
 /// A prompt template: a [`TemplateFormat`] and the tools it advertises.
 ///
 /// ```
-/// use rstar_agent::template::Template;
+/// use rstar_episode::template::Template;
 ///
 /// let t = Template::chatml();
 /// let prompt = t.render_prompt("What is 2 + 2?");

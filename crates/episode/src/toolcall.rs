@@ -183,14 +183,24 @@ impl ToolOutcome {
         stderr: &str,
         seconds: f64,
     ) -> Self {
-        // The layout is rstar-toolenv's; the per-stream cap is left to whoever produced the
-        // streams (the pool already applied it) and the overall cut to the episode's limits.
-        let layout = rstar_toolenv::ResponseFormat {
-            stream_chars: usize::MAX,
-            budget_chars: None,
-        };
-        let text =
-            rstar_toolenv::format_response(success, reason, stdout, stderr, seconds, &layout);
+        // rstar-toolenv's layout (`format_response` with no per-stream cap and no budget: the
+        // pool already capped the streams, the episode's limits cut the whole); written out here
+        // so the agent format needs no sandbox. The umbrella's tests check the two agree.
+        let mut parts = Vec::with_capacity(5);
+        if success {
+            parts.push("Tool call success".to_string());
+        } else {
+            parts.push("Tool call failure".to_string());
+            parts.push(format!("reason: {reason}"));
+        }
+        if !stdout.is_empty() {
+            parts.push(format!("stdout: {stdout}"));
+        }
+        if !stderr.is_empty() {
+            parts.push(format!("stderr: {stderr}"));
+        }
+        parts.push(format!("execution time: {seconds:.2}s"));
+        let text = parts.join("\n");
         let kind = match (success, reason) {
             (true, _) if stdout.is_empty() => OutcomeKind::NoOutput,
             (true, _) => OutcomeKind::Output,

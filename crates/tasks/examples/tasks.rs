@@ -1,56 +1,18 @@
-//! Prints generated problems of each split and one SFT demonstration in each template, with tool responses from a real Python.
+//! Prints generated problems of each split and one SFT demonstration in each template, built
+//! against `rstar-tasks` alone.
 //!
-//! Run with `cargo run -p rstar-agent --example tasks [SEED]`. The trainer runs demonstration
-//! code in `rstar-toolenv`'s sandbox; this example runs it with a plain `python3` (or
-//! `$RSTAR_PYTHON`) so that it has no dependency beyond this crate.
+//! Run with `cargo run -p rstar-tasks --example tasks [SEED]`. The trainer runs demonstration
+//! code in `rstar-toolenv`'s sandbox; this example runs no code at all: its executor answers
+//! the solution call with the task's exact answer and any other call (the planted bug) with a
+//! Python-style error, which is what the sandbox returns for them.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use rstar_episode::{ByteTokenizer, Limits, Template, ToolCall, ToolOutcome};
+use rstar_tasks::tasks::sft::{Bug, SftConfig, demonstrate};
+use rstar_tasks::tasks::{Split, TaskConfig, TaskSet};
 
-use anyhow::Context;
-use rstar_agent::episode::{ByteTokenizer, Limits};
-use rstar_agent::tasks::sft::{Bug, SftConfig, demonstrate};
-use rstar_agent::tasks::{Split, TaskConfig, TaskSet};
-use rstar_agent::template::Template;
-use rstar_agent::toolcall::{ToolCall, ToolOutcome};
-
-fn python(call: &ToolCall) -> ToolOutcome {
-    let exe = std::env::var("RSTAR_PYTHON").unwrap_or_else(|_| "python3".to_string());
-    let start = Instant::now();
-    let child = Command::new(&exe)
-        .args(["-c", &call.code])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let Ok(mut child) = child else {
-        return ToolOutcome::code_judge(
-            false,
-            "internal_error",
-            "",
-            &format!("cannot run {exe}"),
-            0.0,
-        );
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(call.input.as_bytes());
-    }
-    match child.wait_with_output() {
-        Ok(out) => ToolOutcome::code_judge(
-            out.status.success(),
-            "",
-            &String::from_utf8_lossy(&out.stdout),
-            &String::from_utf8_lossy(&out.stderr),
-            start.elapsed().as_secs_f64(),
-        ),
-        Err(e) => ToolOutcome::code_judge(false, "internal_error", "", &e.to_string(), 0.0),
-    }
-}
-
-fn main() -> anyhow::Result<()> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seed: u64 = match std::env::args().nth(1) {
-        Some(s) => s.parse().context("the seed must be an integer")?,
+        Some(s) => s.parse().map_err(|e| format!("the seed `{s}`: {e}"))?,
         None => 0,
     };
     let set = TaskSet::new(TaskConfig::embedded_default())?;
@@ -67,12 +29,22 @@ fn main() -> anyhow::Result<()> {
     }
 
     let task = &set.generate(Split::Train, 1, seed)?[0];
+    let solution = task.solution_code();
+    let answer = task.answer();
+    // A scripted tool: the solution prints the answer, anything else fails as Python would.
+    let mut tool = |call: &ToolCall| {
+        if call.code == solution {
+            ToolOutcome::code_judge(true, "", &format!("{answer}\n"), "", 0.01)
+        } else {
+            let stderr = "Traceback (most recent call last):\nNameError: name is not defined\n";
+            ToolOutcome::code_judge(false, "", "", stderr, 0.01)
+        }
+    };
     for (template, limits, bug) in [
         (Template::compact(), Limits::compact(), Some(Bug::Typo)),
         (Template::chatml(), Limits::rstar2_agent(), None),
     ] {
-        let demo = demonstrate(task, bug, &template, &SftConfig::new(limits), &mut python)
-            .context("building the demonstration (is python3 installed?)")?;
+        let demo = demonstrate(task, bug, &template, &SftConfig::new(limits), &mut tool)?;
         let (ids, mask) = demo.encode(&ByteTokenizer);
         let trained = mask.iter().filter(|&&m| m == 1).count();
         println!(

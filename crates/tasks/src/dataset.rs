@@ -7,22 +7,22 @@
 //! (`reward_model.ground_truth`) looks inside nested objects. [`load_prompts_with`] takes
 //! [`DatasetOptions`] to name the fields, cap the count or keep DAPO's instruction wrapper.
 //!
-//! Values are cleaned so that the result is what the agent and [`rstar_verifier::verify`] expect:
+//! Values are cleaned so that the result is what the agent and `rstar_verifier::verify` expect:
 //! - the problem: a string, or a list of chat messages (`[{role, content}]`, verl) whose last `user`
 //!   message is taken; surrounding white space is trimmed and DAPO's instruction wrapper ([`DAPO_PREFIX`],
 //!   [`DAPO_SUFFIX`]) is removed unless [`DatasetOptions::strip_instruction`] is off;
 //! - the answer: a string or a number; GSM8K's `… #### 1,234` becomes `1234`, a text with a `\boxed{…}`
 //!   (a MATH `solution`) becomes the content of its last box, anything else is kept as written (MATH-500's
 //!   LaTeX answers stay LaTeX: the integer-only verifier reports them as
-//!   [`rstar_verifier::Error::GroundTruth`] when scored);
+//!   `rstar_verifier::Error::GroundTruth` when scored);
 //! - the id: a string or an integer; without an id field it is `<file stem>-<row>` with the 0-based
 //!   record number (`dapo_math_17k_verl_format-17`). Ids must be unique: rollouts are grouped by them.
 //!
-//! Errors are [`AgentError`]s that name the file, the 1-based line (JSONL) or the 0-based row (parquet,
+//! Errors are [`Error`]s that name the file, the 1-based line (JSONL) or the 0-based row (parquet,
 //! as pyarrow and pandas count) and the field.
 //!
 //! ```no_run
-//! use rstar_agent::dataset::{DatasetOptions, load_prompts, load_prompts_with};
+//! use rstar_tasks::dataset::{DatasetOptions, load_prompts, load_prompts_with};
 //! use std::path::Path;
 //!
 //! let aime = load_prompts(Path::new("../shared/datasets/aime24.jsonl"))?;
@@ -30,19 +30,21 @@
 //! let opts = DatasetOptions { limit: Some(100), ..DatasetOptions::default() };
 //! let dapo = load_prompts_with(Path::new("dapo_math_17k_verl_format.parquet"), &opts)?;
 //! assert_eq!(dapo.len(), 100);
-//! # Ok::<(), rstar_agent::AgentError>(())
+//! # Ok::<(), rstar_tasks::Error>(())
 //! ```
 
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "parquet")]
 use parquet::file::reader::{FileReader, SerializedFileReader};
+#[cfg(feature = "parquet")]
 use parquet::record::Field;
 use serde_json::{Map, Number, Value};
 
-use crate::AgentError;
-use crate::rollout::Prompt;
+use crate::Error;
+use rstar_episode::Prompt;
 
 /// Problem fields tried in order when [`DatasetOptions::problem_field`] is not set.
 pub const PROBLEM_FIELDS: &[&str] = &["problem", "question", "prompt", "query"];
@@ -102,18 +104,18 @@ impl Default for DatasetOptions {
 ///
 /// # Errors
 /// See [`load_prompts_with`].
-pub fn load_prompts(path: &Path) -> Result<Vec<Prompt>, AgentError> {
+pub fn load_prompts(path: &Path) -> Result<Vec<Prompt>, Error> {
     load_prompts_with(path, &DatasetOptions::new())
 }
 
 /// Reads the problems of a JSONL or verl parquet file.
 ///
 /// # Errors
-/// [`AgentError::DatasetFile`] for an unknown extension, an empty file or an unreadable parquet
-/// footer; [`AgentError::Io`] when the file cannot be opened; [`AgentError::Dataset`] (JSONL line)
-/// or [`AgentError::DatasetRow`] (parquet row) for a record that is not JSON, lacks a field, has
+/// [`Error::DatasetFile`] for an unknown extension, an empty file or an unreadable parquet
+/// footer; [`Error::Io`] when the file cannot be opened; [`Error::Dataset`] (JSONL line)
+/// or [`Error::DatasetRow`] (parquet row) for a record that is not JSON, lacks a field, has
 /// one of the wrong type or empty, or repeats an id.
-pub fn load_prompts_with(path: &Path, options: &DatasetOptions) -> Result<Vec<Prompt>, AgentError> {
+pub fn load_prompts_with(path: &Path, options: &DatasetOptions) -> Result<Vec<Prompt>, Error> {
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
@@ -121,7 +123,15 @@ pub fn load_prompts_with(path: &Path, options: &DatasetOptions) -> Result<Vec<Pr
     let mut reader = Reader::new(path, options);
     match ext.as_deref() {
         Some("jsonl" | "ndjson") => read_jsonl(path, &mut reader)?,
+        #[cfg(feature = "parquet")]
         Some("parquet") => read_parquet(path, &mut reader)?,
+        #[cfg(not(feature = "parquet"))]
+        Some("parquet") => {
+            return Err(file_error(
+                path,
+                "parquet files need rstar-tasks' `parquet` feature".to_string(),
+            ));
+        }
         _ => {
             return Err(file_error(
                 path,
@@ -138,8 +148,8 @@ pub fn load_prompts_with(path: &Path, options: &DatasetOptions) -> Result<Vec<Pr
     Ok(reader.prompts)
 }
 
-fn file_error(path: &Path, message: String) -> AgentError {
-    AgentError::DatasetFile {
+fn file_error(path: &Path, message: String) -> Error {
+    Error::DatasetFile {
         path: path.to_path_buf(),
         message,
     }
@@ -155,14 +165,14 @@ enum At {
 }
 
 impl At {
-    fn error(self, path: &Path, message: String) -> AgentError {
+    fn error(self, path: &Path, message: String) -> Error {
         match self {
-            At::Line(line) => AgentError::Dataset {
+            At::Line(line) => Error::Dataset {
                 path: path.to_path_buf(),
                 line,
                 message,
             },
-            At::Row(row) => AgentError::DatasetRow {
+            At::Row(row) => Error::DatasetRow {
                 path: path.to_path_buf(),
                 row,
                 message,
@@ -219,7 +229,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Adds the record at `at` (its 0-based record number is the count read so far).
-    fn push(&mut self, at: At, record: &Value) -> Result<(), AgentError> {
+    fn push(&mut self, at: At, record: &Value) -> Result<(), Error> {
         let bad = |message: String| at.error(&self.path, message);
         if !record.is_object() {
             return Err(bad("the record is not a json object".to_string()));
@@ -413,8 +423,8 @@ fn id_text(field: &str, value: Option<&Value>) -> Result<String, String> {
     }
 }
 
-fn read_jsonl(path: &Path, reader: &mut Reader<'_>) -> Result<(), AgentError> {
-    let io = |source| AgentError::Io {
+fn read_jsonl(path: &Path, reader: &mut Reader<'_>) -> Result<(), Error> {
+    let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
     };
@@ -435,8 +445,9 @@ fn read_jsonl(path: &Path, reader: &mut Reader<'_>) -> Result<(), AgentError> {
     Ok(())
 }
 
-fn read_parquet(path: &Path, reader: &mut Reader<'_>) -> Result<(), AgentError> {
-    let file = std::fs::File::open(path).map_err(|source| AgentError::Io {
+#[cfg(feature = "parquet")]
+fn read_parquet(path: &Path, reader: &mut Reader<'_>) -> Result<(), Error> {
+    let file = std::fs::File::open(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -462,6 +473,7 @@ fn read_parquet(path: &Path, reader: &mut Reader<'_>) -> Result<(), AgentError> 
 }
 
 /// A parquet value as JSON, so that both formats share one field reader.
+#[cfg(feature = "parquet")]
 fn json(field: &Field) -> Value {
     match field {
         Field::Null => Value::Null,

@@ -1,13 +1,13 @@
-//! `rstar_agent::dataset`: every shared dataset loads, verl's parquet agrees with the DAPO JSONL, bad files fail naming the line and field.
+//! `rstar_tasks::dataset`: every shared dataset loads, verl's parquet agrees with the DAPO JSONL, bad files fail naming the line and field.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rstar_agent::AgentError;
-use rstar_agent::dataset::{
+use rstar_tasks::Error as AgentError;
+use rstar_tasks::dataset::{
     DAPO_PREFIX, DAPO_SUFFIX, DatasetOptions, load_prompts, load_prompts_with,
 };
-use rstar_agent::rollout::Prompt;
+use rstar_episode::Prompt;
 
 /// Rows of verl's parquet, from its footer: `pyarrow.parquet.ParquetFile(path).metadata.num_rows`
 /// (pyarrow 19 in a scratch virtualenv, run once; the dataset README says 17917 too).

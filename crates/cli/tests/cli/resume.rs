@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use rstar_policy::{Tokenizer, WeightDtype, save_dir};
 
-use super::cli::rstar;
-use super::common::{overfit, prompts, tasks, tiny_config};
+use super::train::rstar;
+use super::train_common::{overfit, prompts, tasks, tiny_config};
 
 /// The smoke preset shrunk for debug builds, starting from a small policy trained on the
 /// problems of a dataset file (`--data`), so that RL steps see mixed rewards and update the

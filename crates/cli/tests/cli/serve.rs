@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use super::common::{http, model_dir, post};
+use super::serve_common::{http, model_dir, post};
 
 #[test]
 fn serve_binary_answers_and_stops_on_sigint() {

@@ -6,7 +6,7 @@ use std::process::Command;
 use rstar_agent::train::{EvalRow, TrainConfig};
 use serde_json::Value;
 
-use super::common::small_smoke_config;
+use super::train_common::small_smoke_config;
 
 pub(super) fn rstar(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rstar"))

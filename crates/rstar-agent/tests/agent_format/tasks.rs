@@ -1,6 +1,6 @@
 //! The task set's JSONL files: our own and the shared datasets, and bad input.
 
-use rstar_agent::AgentError;
+use rstar_tasks::Error as TasksError;
 use rstar_agent::tasks::{Problem, Split, TaskConfig, TaskSet, read_problems, write_problems};
 
 #[test]
@@ -41,7 +41,7 @@ fn read_err(content: &str) -> String {
     let path = dir.path().join("bad.jsonl");
     std::fs::write(&path, content).unwrap();
     let err = read_problems(&path).unwrap_err();
-    assert!(matches!(err, AgentError::Dataset { .. }), "{err:?}");
+    assert!(matches!(err, TasksError::Dataset { .. }), "{err:?}");
     err.to_string()
 }
 

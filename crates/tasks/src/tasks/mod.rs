@@ -11,7 +11,7 @@
 //!   overlap the training `kinds`.
 //!
 //! ```
-//! use rstar_agent::tasks::{Split, TaskConfig, TaskSet};
+//! use rstar_tasks::tasks::{Split, TaskConfig, TaskSet};
 //!
 //! let set = TaskSet::new(TaskConfig::embedded_default()).unwrap();
 //! let train = set.generate(Split::Train, 5, 7).unwrap();
@@ -32,7 +32,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::error::AgentError;
+use crate::Error;
 
 /// A kind of problem (a "template" of the issue: one phrasing, one solution program).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -273,18 +273,18 @@ impl TaskConfig {
         }
     }
 
-    fn validate(&self) -> Result<(), AgentError> {
+    fn validate(&self) -> Result<(), Error> {
         if self.kinds.is_empty() {
-            return Err(AgentError::TaskConfig("`kinds` is empty".to_string()));
+            return Err(Error::TaskConfig("`kinds` is empty".to_string()));
         }
         if !(1..=999).contains(&self.held_out_per_mille) {
-            return Err(AgentError::TaskConfig(format!(
+            return Err(Error::TaskConfig(format!(
                 "`held_out_per_mille` is {}, expected 1..=999",
                 self.held_out_per_mille
             )));
         }
         if let Some(k) = self.held_out_kinds.iter().find(|k| self.kinds.contains(k)) {
-            return Err(AgentError::TaskConfig(format!(
+            return Err(Error::TaskConfig(format!(
                 "kind `{}` is in both `kinds` and `held_out_kinds`",
                 k.as_str()
             )));
@@ -309,7 +309,7 @@ pub struct TaskSet {
 impl TaskSet {
     /// Checks the config: `kinds` non-empty, `held_out_per_mille` in 1..=999, no kind in both
     /// lists.
-    pub fn new(config: TaskConfig) -> Result<Self, AgentError> {
+    pub fn new(config: TaskConfig) -> Result<Self, Error> {
         config.validate()?;
         Ok(TaskSet { config })
     }
@@ -332,13 +332,13 @@ impl TaskSet {
 
     /// `n` distinct tasks of a split, drawn with a seeded RNG: kinds uniformly at random,
     /// numbers uniformly in each kind's ranges. The same arguments give the same tasks.
-    pub fn generate(&self, split: Split, n: usize, seed: u64) -> Result<Vec<Task>, AgentError> {
+    pub fn generate(&self, split: Split, n: usize, seed: u64) -> Result<Vec<Task>, Error> {
         let kinds = match split {
             Split::Train | Split::HeldOut => &self.config.kinds,
             Split::HeldOutKinds => &self.config.held_out_kinds,
         };
         if kinds.is_empty() && n > 0 {
-            return Err(AgentError::TaskConfig(format!(
+            return Err(Error::TaskConfig(format!(
                 "no kinds to draw the `{}` split from",
                 split.as_str()
             )));
@@ -351,7 +351,7 @@ impl TaskSet {
         while out.len() < n {
             attempts += 1;
             if attempts > max_attempts {
-                return Err(AgentError::TaskConfig(format!(
+                return Err(Error::TaskConfig(format!(
                     "could not draw {n} distinct `{}` problems",
                     split.as_str()
                 )));
@@ -382,15 +382,15 @@ pub struct Problem {
 }
 
 /// Writes problems as JSONL, one record a line.
-pub fn write_problems(path: &Path, problems: &[Problem]) -> Result<(), AgentError> {
-    crate::episode::write_jsonl(path, problems)
+pub fn write_problems(path: &Path, problems: &[Problem]) -> Result<(), Error> {
+    rstar_episode::episode::write_jsonl(path, problems)
 }
 
 /// Reads a JSONL problem file (ours or `../shared/datasets/*.jsonl`). Extra fields (`lang`)
 /// are ignored; a numeric `answer` is read as its text. Errors name the file, the line and
 /// the field. Blank lines are skipped.
-pub fn read_problems(path: &Path) -> Result<Vec<Problem>, AgentError> {
-    let io = |source| AgentError::Io {
+pub fn read_problems(path: &Path) -> Result<Vec<Problem>, Error> {
+    let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
     };
@@ -401,7 +401,7 @@ pub fn read_problems(path: &Path) -> Result<Vec<Problem>, AgentError> {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |message: String| AgentError::Dataset {
+        let bad = |message: String| Error::Dataset {
             path: path.to_path_buf(),
             line: i + 1,
             message,
@@ -411,7 +411,7 @@ pub fn read_problems(path: &Path) -> Result<Vec<Problem>, AgentError> {
         let object = value
             .as_object()
             .ok_or_else(|| bad("the record is not a json object".to_string()))?;
-        let field = |name: &str, numbers_ok: bool| -> Result<String, AgentError> {
+        let field = |name: &str, numbers_ok: bool| -> Result<String, Error> {
             match object.get(name) {
                 Some(serde_json::Value::String(s)) => Ok(s.clone()),
                 Some(serde_json::Value::Number(n)) if numbers_ok => Ok(n.to_string()),
@@ -431,6 +431,13 @@ pub fn read_problems(path: &Path) -> Result<Vec<Problem>, AgentError> {
     }
     Ok(out)
 }
+
+impl From<&Task> for rstar_episode::Prompt {
+    fn from(task: &Task) -> Self {
+        rstar_episode::Prompt::new(task.id.clone(), task.problem_text(), task.answer())
+    }
+}
+
 
 #[cfg(test)]
 mod tests {

@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 use super::{Task, TaskKind};
 use std::path::Path;
 
-use crate::episode::{Limits, TextTokenizer, read_jsonl, write_jsonl};
-use crate::error::AgentError;
-use crate::template::{Template, TemplateFormat};
-use crate::toolcall::{OutcomeKind, ToolCall, ToolOutcome};
+use rstar_episode::episode::{Limits, TextTokenizer, read_jsonl, write_jsonl};
+use crate::Error;
+use rstar_episode::template::{Template, TemplateFormat};
+use rstar_episode::toolcall::{OutcomeKind, ToolCall, ToolOutcome};
 
 /// How a demonstration's first call goes wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -219,14 +219,14 @@ fn conclude(format: TemplateFormat, answer: &str) -> String {
 /// chosen with the seed, start with a buggy call; each of those gets a bug drawn uniformly.
 ///
 /// # Errors
-/// [`AgentError::Demonstration`] when a buggy call does not fail or a correct call does not
+/// [`Error::Demonstration`] when a buggy call does not fail or a correct call does not
 /// print exactly the answer (for example when Python is missing, or the executor is wrong).
 pub fn build_corpus(
     tasks: &[Task],
     template: &Template,
     config: &SftConfig,
     mut executor: impl FnMut(&ToolCall) -> ToolOutcome,
-) -> Result<Vec<Demonstration>, AgentError> {
+) -> Result<Vec<Demonstration>, Error> {
     let n = tasks.len();
     let failing = ((config.failing_fraction.clamp(0.0, 1.0)) * n as f64).round() as usize;
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
@@ -250,11 +250,11 @@ pub fn demonstrate(
     template: &Template,
     config: &SftConfig,
     executor: &mut impl FnMut(&ToolCall) -> ToolOutcome,
-) -> Result<Demonstration, AgentError> {
+) -> Result<Demonstration, Error> {
     let format = template.format;
     let answer = task.answer();
     let budget = config.limits.max_tool_response_chars;
-    let fail = |message: String| AgentError::Demonstration {
+    let fail = |message: String| Error::Demonstration {
         id: task.id.clone(),
         message,
     };
@@ -311,11 +311,11 @@ pub fn demonstrate(
 }
 
 /// Writes a corpus as JSONL (one [`Demonstration`] a line), e.g. as a run artefact.
-pub fn write_corpus(path: &Path, demos: &[Demonstration]) -> Result<(), AgentError> {
+pub fn write_corpus(path: &Path, demos: &[Demonstration]) -> Result<(), Error> {
     write_jsonl(path, demos)
 }
 
 /// Reads a corpus written by [`write_corpus`]; errors name the file and line.
-pub fn read_corpus(path: &Path) -> Result<Vec<Demonstration>, AgentError> {
+pub fn read_corpus(path: &Path) -> Result<Vec<Demonstration>, Error> {
     read_jsonl(path)
 }
