@@ -5,7 +5,8 @@
 //! 3. `cargo fmt --check`;
 //! 4. `cargo clippy --workspace --all-targets` with warnings denied;
 //! 5. `cargo test --workspace`, doctests included, with `RSTAR_PYTHON` set;
-//! 6. the policy's `wgpu` tests and a `rstar train --backend wgpu` smoke run on Mesa's
+//! 6. the docs' snippets in a scratch project with path dependencies (`cargo xtask doc-snippets`);
+//! 7. the policy's `wgpu` tests and a `rstar train --backend wgpu` smoke run on Mesa's
 //!    lavapipe (CPU Vulkan; installed with apt-get when absent), which is the slowest step: a
 //!    second Burn build with the GPU backend.
 
@@ -39,6 +40,7 @@ fn run_ci() -> Result<()> {
             .env("RSTAR_PYTHON", &python)
             .env("RUST_BACKTRACE", "1"),
     )?;
+    crate::snippets::run(&[])?;
     crate::wgpu::test_on_lavapipe()?;
     eprintln!(
         "==> ci: all checks passed in {:.0}s",

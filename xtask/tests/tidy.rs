@@ -67,7 +67,10 @@ fn crate_dirs(root: &Path) -> Vec<PathBuf> {
 }
 
 fn rel(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root).unwrap_or(path).display().to_string()
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }
 
 /// Fails with every violation listed.
@@ -219,7 +222,11 @@ fn no_default_backend(root: &Path) -> Vec<String> {
             if t.starts_with("burn") && !t.contains("optional") {
                 for backend in ["\"flex\"", "\"wgpu\"", "\"cuda\""] {
                     if t.contains(backend) {
-                        let table = text.lines().take(i).rfind(|l| l.trim().starts_with('['));
+                        let table = text
+                            .lines()
+                            .take(i)
+                            .filter(|l| l.trim().starts_with('['))
+                            .last();
                         if table.is_some_and(|t| t.trim() == "[dependencies]") {
                             bad.push(format!(
                                 "{}:{}: Burn with the {backend} backend always on",
@@ -255,7 +262,11 @@ fn allows_without_reason(root: &Path) -> Vec<String> {
                     continue;
                 }
                 let same_line = t.contains("//");
-                let above = i > 0 && lines[i - 1].trim_start().starts_with("//");
+                // A plain comment: a doc comment above says what the item is, not why it is allowed.
+                let above = i > 0 && {
+                    let prev = lines[i - 1].trim_start();
+                    prev.starts_with("//") && !prev.starts_with("///") && !prev.starts_with("//!")
+                };
                 if !same_line && !above {
                     bad.push(format!(
                         "{}:{}: `{}` without a reason (a comment on the line or above)",
@@ -276,7 +287,10 @@ fn headers_and_examples(root: &Path) -> Vec<String> {
         for path in files(&root.join(top), ".rs") {
             let text = std::fs::read_to_string(&path).unwrap_or_default();
             if !text.starts_with("//!") {
-                bad.push(format!("{}: does not start with a `//!` line", rel(root, &path)));
+                bad.push(format!(
+                    "{}: does not start with a `//!` line",
+                    rel(root, &path)
+                ));
             }
         }
     }
@@ -306,7 +320,16 @@ fn headers_and_examples(root: &Path) -> Vec<String> {
 fn tree(package: &str) -> Vec<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let out = Command::new(cargo)
-        .args(["tree", "--offline", "--prefix", "none", "-e", "all", "-p", package])
+        .args([
+            "tree",
+            "--offline",
+            "--prefix",
+            "none",
+            "-e",
+            "all",
+            "-p",
+            package,
+        ])
         .current_dir(root())
         .output()
         .expect("cargo tree runs");
@@ -383,10 +406,7 @@ fn workspace_allows_have_reasons() {
 
 #[test]
 fn workspace_headers_and_examples() {
-    assert_clean(
-        "//! headers and examples",
-        &headers_and_examples(&root()),
-    );
+    assert_clean("//! headers and examples", &headers_and_examples(&root()));
 }
 
 /// A scratch repository with one crate, `crates/<name>`, for the planted violations.
@@ -509,11 +529,14 @@ fn planted_allow_without_reason_fails() {
     let s = Scratch::new("allow");
     s.clean_crate("roc").write(
         "crates/roc/src/lib.rs",
-        "//! A.\n//! B.\n#[allow(dead_code)] // reason: kept for the docs\nfn a() {}\n// reason: an API shape\n#[allow(clippy::too_many_arguments)]\nfn b() {}\n\n#[allow(dead_code)]\nfn c() {}\n",
+        "//! A.\n//! B.\n#[allow(dead_code)] // reason: kept for the docs\nfn a() {}\n// reason: an API shape\n#[allow(clippy::too_many_arguments)]\nfn b() {}\n\n#[allow(dead_code)]\nfn c() {}\n/// A doc comment is no reason.\n#[allow(dead_code)]\nfn d() {}\n",
     );
     assert_eq!(
         allows_without_reason(&s.0),
-        ["crates/roc/src/lib.rs:9: `#[allow(dead_code)]` without a reason (a comment on the line or above)"]
+        [
+            "crates/roc/src/lib.rs:9: `#[allow(dead_code)]` without a reason (a comment on the line or above)",
+            "crates/roc/src/lib.rs:12: `#[allow(dead_code)]` without a reason (a comment on the line or above)",
+        ]
     );
 }
 
@@ -535,9 +558,15 @@ fn planted_missing_header_or_example_fails() {
 
 #[test]
 fn planted_heavy_package_in_a_tree_fails() {
-    let names: Vec<String> = ["rstar-episode", "serde", "tokio", "burn-tensor", "clap_builder"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let names: Vec<String> = [
+        "rstar-episode",
+        "serde",
+        "tokio",
+        "burn-tensor",
+        "clap_builder",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     assert_eq!(heavy_in_tree(&names), ["burn-tensor", "tokio"]);
 }

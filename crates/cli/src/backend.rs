@@ -5,7 +5,8 @@ use anyhow::bail;
 use burn::tensor::Device;
 
 /// The `--backend` help text shared by the subcommands.
-pub const HELP: &str = "The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature)";
+pub const HELP: &str =
+    "The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature)";
 
 /// The Burn device of `--backend`.
 ///

@@ -11,12 +11,13 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use rstar_agent::train::rl::StepRecord;
 use rstar_agent::train::sft::SftStep;
-use rstar_agent::train::{self as trainer, Observer, RolloutDriver, RunOptions, SftOptions, TrainConfig};
+use rstar_agent::train::{
+    self as trainer, Observer, RolloutDriver, RunOptions, SftOptions, TrainConfig,
+};
 use rstar_scheduler::DispatchPolicy;
 
 /// Arguments of `rstar train`.

@@ -463,8 +463,8 @@ impl Trajectory {
     }
 }
 
-/// Writes serde records as JSONL, one a line.
-pub(crate) fn write_jsonl<R: Serialize>(path: &Path, records: &[R]) -> Result<(), Error> {
+/// Writes serde records as JSONL, one a line (the trajectory files, the task set, the SFT corpus).
+pub fn write_jsonl<R: Serialize>(path: &Path, records: &[R]) -> Result<(), Error> {
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -478,9 +478,7 @@ pub(crate) fn write_jsonl<R: Serialize>(path: &Path, records: &[R]) -> Result<()
 }
 
 /// Reads serde records from JSONL, skipping blank lines; errors name the file and line.
-pub(crate) fn read_jsonl<R: serde::de::DeserializeOwned>(
-    path: &Path,
-) -> Result<Vec<R>, Error> {
+pub fn read_jsonl<R: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<R>, Error> {
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -827,10 +825,7 @@ impl<T: TextTokenizer> Episode<T> {
 
     /// Ends a finished rollout and scores its assistant text (tool output is not shown to the
     /// scorer, so a printed number never earns a reward by itself).
-    pub fn finish_scored(
-        self,
-        scorer: impl FnOnce(&str) -> Score,
-    ) -> Result<Trajectory, Error> {
+    pub fn finish_scored(self, scorer: impl FnOnce(&str) -> Score) -> Result<Trajectory, Error> {
         let mut t = self.finish()?;
         let score = scorer(&t.assistant_text());
         t.answer = score.answer;

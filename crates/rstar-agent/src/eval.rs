@@ -156,9 +156,11 @@ impl EvalReport {
         let mut groups: HashMap<&str, Vec<&Trajectory>> = HashMap::new();
         for (i, t) in trajectories.iter().enumerate() {
             if t.id.is_empty() {
-                return Err(AgentError::Episode(rstar_episode::Error::Trajectory(format!(
-                    "trajectory {i} has an empty `id`: the report groups samples by problem id"
-                ))));
+                return Err(AgentError::Episode(rstar_episode::Error::Trajectory(
+                    format!(
+                        "trajectory {i} has an empty `id`: the report groups samples by problem id"
+                    ),
+                )));
             }
             groups
                 .entry(t.id.as_str())

@@ -2,12 +2,10 @@
 //! `rstar train --preset smoke`, resume and plots; `--backend wgpu` with the `wgpu` feature.
 
 mod train {
-    mod cli;
     mod common;
     mod config;
     mod hf;
     mod plots;
-    mod resume;
     mod rl;
     mod rollout;
     mod scheduled;

@@ -3,11 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rstar_episode::Prompt;
 use rstar_tasks::Error as AgentError;
 use rstar_tasks::dataset::{
     DAPO_PREFIX, DAPO_SUFFIX, DatasetOptions, load_prompts, load_prompts_with,
 };
-use rstar_episode::Prompt;
 
 /// Rows of verl's parquet, from its footer: `pyarrow.parquet.ParquetFile(path).metadata.num_rows`
 /// (pyarrow 19 in a scratch virtualenv, run once; the dataset README says 17917 too).

@@ -1,35 +1,10 @@
 //! End-to-end tests of `rstar tools serve`: it serves the code-judge and
 //! SandboxFusion routes with a token, and stops cleanly on SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
 
-/// One HTTP/1.1 exchange over a fresh connection: (status, body).
-fn http(addr: &str, method: &str, path: &str, body: &str, token: Option<&str>) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).expect("the server accepts connections");
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status line");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
+use rstar_testdata::http;
+use std::process::{Command, Stdio};
 
 #[test]
 fn serve_answers_both_protocols_and_stops_on_sigterm() {

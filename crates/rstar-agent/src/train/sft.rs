@@ -101,11 +101,16 @@ pub fn build_demonstrations_with(
         .zip(outcomes)
         .collect();
     // Pass 3: the corpus from the real outcomes (checked by the builder).
-    build_corpus(tasks, &template, &config, |call: &ToolCall| {
-        real.get(&(call.code.clone(), call.input.clone()))
-            .cloned()
-            .unwrap_or_else(|| ToolOutcome::code_judge(false, "", "", "call was not run", 0.0))
-    })
+    Ok(build_corpus(
+        tasks,
+        &template,
+        &config,
+        |call: &ToolCall| {
+            real.get(&(call.code.clone(), call.input.clone()))
+                .cloned()
+                .unwrap_or_else(|| ToolOutcome::code_judge(false, "", "", "call was not run", 0.0))
+        },
+    )?)
 }
 
 /// Tokenizes demonstrations with the policy's tokenizer.

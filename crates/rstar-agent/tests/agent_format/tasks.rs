@@ -1,7 +1,7 @@
 //! The task set's JSONL files: our own and the shared datasets, and bad input.
 
-use rstar_tasks::Error as TasksError;
 use rstar_agent::tasks::{Problem, Split, TaskConfig, TaskSet, read_problems, write_problems};
+use rstar_tasks::Error as TasksError;
 
 #[test]
 fn generated_problems_round_trip_through_jsonl() {

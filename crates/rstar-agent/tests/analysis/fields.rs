@@ -1,10 +1,10 @@
 //! The optional per-token fields of `Trajectory`: attaching, validating, recording through the episode, and old files.
 
-use rstar_episode::Error as EpisodeError;
 use rstar_agent::episode::{
     ByteTokenizer, Episode, Limits, Step, StopReason, TokenStats, Trajectory,
 };
 use rstar_agent::template::Template;
+use rstar_episode::Error as EpisodeError;
 
 use super::common::{failed, solved, stats};
 

@@ -383,7 +383,7 @@ pub struct Problem {
 
 /// Writes problems as JSONL, one record a line.
 pub fn write_problems(path: &Path, problems: &[Problem]) -> Result<(), Error> {
-    rstar_episode::episode::write_jsonl(path, problems)
+    Ok(rstar_episode::episode::write_jsonl(path, problems)?)
 }
 
 /// Reads a JSONL problem file (ours or `../shared/datasets/*.jsonl`). Extra fields (`lang`)
@@ -437,7 +437,6 @@ impl From<&Task> for rstar_episode::Prompt {
         rstar_episode::Prompt::new(task.id.clone(), task.problem_text(), task.answer())
     }
 }
-
 
 #[cfg(test)]
 mod tests {

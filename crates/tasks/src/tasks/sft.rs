@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use super::{Task, TaskKind};
 use std::path::Path;
 
-use rstar_episode::episode::{Limits, TextTokenizer, read_jsonl, write_jsonl};
 use crate::Error;
+use rstar_episode::episode::{Limits, TextTokenizer, read_jsonl, write_jsonl};
 use rstar_episode::template::{Template, TemplateFormat};
 use rstar_episode::toolcall::{OutcomeKind, ToolCall, ToolOutcome};
 
@@ -312,10 +312,10 @@ pub fn demonstrate(
 
 /// Writes a corpus as JSONL (one [`Demonstration`] a line), e.g. as a run artefact.
 pub fn write_corpus(path: &Path, demos: &[Demonstration]) -> Result<(), Error> {
-    write_jsonl(path, demos)
+    Ok(write_jsonl(path, demos)?)
 }
 
 /// Reads a corpus written by [`write_corpus`]; errors name the file and line.
 pub fn read_corpus(path: &Path) -> Result<Vec<Demonstration>, Error> {
-    read_jsonl(path)
+    Ok(read_jsonl(path)?)
 }
