@@ -5,11 +5,7 @@ mod train {
     mod common;
     mod config;
     mod hf;
-    mod plots;
     mod rl;
     mod rollout;
-    mod scheduled;
     mod sft;
-    #[cfg(feature = "wgpu")]
-    mod wgpu;
 }
