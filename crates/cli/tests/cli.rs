@@ -27,5 +27,9 @@ mod cli {
     mod tools;
     mod tools_serve;
     pub mod train;
+    mod train_plots;
+    mod train_scheduled;
+    #[cfg(feature = "wgpu")]
+    mod train_wgpu;
     mod verify;
 }

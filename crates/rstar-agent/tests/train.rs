@@ -1,5 +1,6 @@
-//! Integration tests of the trainer: the rollout driver, SFT, one GRPO-RoC step, configs,
-//! `rstar train --preset smoke`, resume and plots; `--backend wgpu` with the `wgpu` feature.
+//! Integration tests of the trainer's library: the rollout driver, SFT, one GRPO-RoC step,
+//! configs, HF models. Its runs of the `rstar` binary (smoke, resume, plots, scheduled
+//! rollouts, `--backend wgpu`) are in `rstar-cli`'s `tests/cli.rs`.
 
 mod train {
     mod common;

@@ -97,7 +97,7 @@ fn shared_row_counts_match_the_readme() {
 
 #[test]
 fn integer_datasets_give_verifiable_ground_truths() {
-    let v = rstar_agent::verifier::Verifier::new();
+    let v = rstar_verifier::Verifier::new();
     for name in [
         "aime24.jsonl",
         "aime25.jsonl",

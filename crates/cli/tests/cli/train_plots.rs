@@ -1,7 +1,7 @@
 //! `rstar train plot RUN_DIR`: SVGs of a hand-written `metrics.jsonl`, one path per series,
 //! stage boundaries at the right x.
 
-use super::cli::rstar;
+use super::train::rstar;
 
 /// Six steps: stages `short` (1–2), `long` (3–4), `hard` (5–6).
 fn metrics() -> String {

@@ -16,8 +16,8 @@ use rstar_policy::{Qwen, Tokenizer};
 use rstar_scheduler::DispatchPolicy;
 use serde_json::Value;
 
-use super::cli::rstar;
-use super::common::{jsonl, overfit_trainable, pool, prompts, tasks, tiny_config, tools};
+use super::train::rstar;
+use super::train_common::{jsonl, overfit_trainable, pool, prompts, tasks, tiny_config, tools};
 
 fn scheduled_step(
     model: Qwen,

@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use super::cli::rstar;
-use super::common::{jsonl, small_smoke_config};
+use super::train::rstar;
+use super::train_common::{jsonl, small_smoke_config};
 
 /// The `loss` column of a run's `sft_metrics.jsonl`.
 fn sft_losses(run: &std::path::Path) -> Vec<f64> {
