@@ -41,7 +41,9 @@ use std::path::{Path, PathBuf};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 #[cfg(feature = "parquet")]
 use parquet::record::Field;
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
+#[cfg(feature = "parquet")]
+use serde_json::{Map, Number};
 
 use crate::Error;
 use rstar_episode::Prompt;
@@ -161,6 +163,8 @@ enum At {
     /// 1-based JSONL line.
     Line(usize),
     /// 0-based parquet row.
+    #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+    // reason: rows exist only in parquet files
     Row(usize),
 }
 
