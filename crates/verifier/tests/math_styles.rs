@@ -82,6 +82,29 @@ pub fn styles(truth: &str) -> Vec<(&'static str, String)> {
     }
     if let Some((k, n)) = surd(t) {
         push("surd_inside", format!("\\sqrt{{{}}}", k * k * n));
+        push("surd_cdot", format!("{k} \\cdot \\sqrt{{{n}}}"));
+    }
+    if let Some(rest) = t.strip_prefix('-') {
+        push("unicode_minus", format!("\u{2212}{rest}"));
+    }
+    if items.len() >= 2 && !bracketed && !t.contains('=') && !thousands(t) {
+        push("set_braces", format!("\\{{{t}\\}}"));
+    }
+    if let Some(w) = whole_command(t, "\\text") {
+        push("text_upper", format!("\\text{{{}}}", w.to_uppercase()));
+    }
+    if let Some(n) = integer(t).filter(|n| n.abs() >= 1000) {
+        let digits = n.abs().to_string();
+        let sign = if n < 0 { "-" } else { "" };
+        let head = digits.len() % 3;
+        let mut grouped = digits[..head].to_string();
+        for (k, chunk) in digits.as_bytes()[head..].chunks(3).enumerate() {
+            if k > 0 || head > 0 {
+                grouped.push_str("\\,");
+            }
+            grouped.push_str(std::str::from_utf8(chunk).unwrap());
+        }
+        push("thousands_thin", format!("{sign}{grouped}"));
     }
     if t.starts_with(['(', '[']) && !t.contains("\\left") && !t.contains("\\cup") {
         let (open, close) = (&t[..1], &t[t.len() - 1..]);
@@ -92,6 +115,8 @@ pub fn styles(truth: &str) -> Vec<(&'static str, String)> {
             );
         }
     }
+    // An `\fbox` instead of a box (math-verify does not read it).
+    out.push(("fbox", format!("Final: \\fbox{{{t}}}")));
     out
 }
 
@@ -117,6 +142,8 @@ pub fn wrongs(truth: &str) -> Vec<(&'static str, String)> {
     if scalar(t) && t != "0" {
         push("wrong_negated", format!("-\\left({t}\\right)"));
         push("wrong_plus_one", format!("{t} + 1"));
+        // Off by 10^-7: close, but not the same number.
+        push("wrong_tiny_offset", format!("{t} + 0.0000001"));
     }
     if let Some(w) = whole_command(t, "\\text") {
         push("wrong_text", format!("\\text{{not {w}}}"));
