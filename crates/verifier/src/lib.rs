@@ -1,4 +1,4 @@
-//! Exact, fast 0/1 reward for boxed integer answers.
+//! Exact, fast 0/1 reward for boxed integer answers (and, in their own modes, LaTeX math answers and multiple choice).
 //!
 //! `rstar-verifier` scores a model's response against an integer ground truth,
 //! the way rStar2-Agent's outcome reward does, but exactly: it finds the final
@@ -29,6 +29,26 @@
 //! let v = verify("\\boxed{4200}", "42").unwrap();
 //! assert_eq!((v.reward, v.reason), (0, Reason::Wrong));
 //! assert!(verify("\\boxed{1}", "1/2").is_err());
+//! ```
+//!
+//! # Math and choice modes
+//! [`Verifier::verify_math`] scores LaTeX answers (MATH-500): it decides
+//! equivalence exactly over a canonical form (sums of rational ×
+//! √squarefree × π^k × i × monomial terms) for numbers, fractions, surds,
+//! multiples of π, complex numbers, polynomials, tuples, intervals, sets,
+//! matrices, equations and words, and compares anything else as normalised
+//! LaTeX text, never by floating point. [`Verifier::verify_choice`] reads a
+//! multiple-choice letter `A`–`J`. [`Mode`] names the three modes; the
+//! integer mode above is the default and is not changed by the others.
+//!
+//! ```
+//! use rstar_verifier::Verifier;
+//!
+//! let v = Verifier::new();
+//! assert!(v.verify_math("so $\\boxed{2\\sqrt{3}}$", "\\sqrt{12}").unwrap().is_right());
+//! assert!(v.verify_math("\\boxed{(2, \\infty)}", "(2,\\infty)").unwrap().is_right());
+//! assert!(!v.verify_math("\\boxed{0.333}", "\\frac{1}{3}").unwrap().is_right());
+//! assert!(v.verify_choice("Thus the answer is (B).", "B").unwrap().is_right());
 //! ```
 //!
 //! # What "several answers" means

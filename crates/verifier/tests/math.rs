@@ -231,6 +231,13 @@ const CASES: &[(&str, &str, bool)] = &[
     ("\\{1\\pm\\sqrt{5},-2\\}", "1+\\sqrt{5}, 1-\\sqrt{5}", false),
     ("3 \\text{ and } 5", "\\boxed{5} and \\boxed{3}", true),
     ("3, 5", "\\boxed{3}, \\boxed{5}", true),
+    ("(2,3)", "x = 2, y = 3", true),
+    ("(2,3)", "x = 3, y = 2", false),
+    ("-1, 2", "x = -1 \\text{ or } x = 2", true),
+    ("\\emptyset", "\\{\\}", true),
+    ("\\emptyset", "\\varnothing", true),
+    ("\\emptyset", "\\{0\\}", false),
+    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\langle 1, 2 \\rangle", true),
     // Matrices.
     ("\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}", "\\begin{bmatrix} -1 & 0 \\\\ 0 & -1 \\end{bmatrix}", true),
     ("\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & 1 \\end{pmatrix}", false),

@@ -312,7 +312,7 @@ fn arg(t: &str) -> Option<(u64, &str)> {
 fn decimal(p: u64, q: u64) -> Option<String> {
     let mut m = q;
     for f in [2, 5] {
-        while m % f == 0 {
+        while m.is_multiple_of(f) {
             m /= f;
         }
     }

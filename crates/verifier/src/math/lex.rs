@@ -363,6 +363,13 @@ impl Lexer<'_> {
             "in" => self.out.push(T::In),
             "lbrace" => self.emit(T::LSet),
             "rbrace" => self.emit(T::RSet),
+            "emptyset" | "varnothing" => {
+                self.emit(T::LSet);
+                self.emit(T::RSet);
+            }
+            // Vectors: `\langle 1, 2 \rangle` is the tuple.
+            "langle" => self.emit(T::LParen),
+            "rangle" => self.emit(T::RParen),
             "lparen" => self.emit(T::LParen),
             "rparen" => self.emit(T::RParen),
             "lbrack" => self.emit(T::LBrack),

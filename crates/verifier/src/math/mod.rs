@@ -128,6 +128,12 @@ fn eq(t: &Ans, r: &Ans) -> bool {
                 && a.iter().all(|x| b.iter().any(|y| iv_eq(x, y)))
                 && b.iter().all(|y| a.iter().any(|x| iv_eq(x, y)))
         }
+        // `x = 2, y = 3` names the entries of the pair `(2, 3)` in order.
+        (Tuple(xs), Set(ys)) | (Set(ys), Tuple(xs))
+            if ys.iter().all(|y| matches!(y, Assign(..))) =>
+        {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| eq(x, y))
+        }
         (Set(a), Set(b)) => {
             a.iter().all(|x| b.iter().any(|y| eq(x, y)))
                 && b.iter().all(|y| a.iter().any(|x| eq(x, y)))

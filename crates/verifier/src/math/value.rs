@@ -514,7 +514,7 @@ fn square_part(mut n: u64) -> (u64, u64) {
     let mut d = 2u64;
     while d.saturating_mul(d).saturating_mul(d) <= n {
         let mut e = 0;
-        while n % d == 0 {
+        while n.is_multiple_of(d) {
             n /= d;
             e += 1;
         }
