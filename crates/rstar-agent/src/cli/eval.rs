@@ -81,10 +81,15 @@ pub struct Args {
     /// Per-call time limit of the tool, in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub tool_timeout: f64,
-    /// Leave out problems whose ground truth the integer verifier cannot score (MATH-500's LaTeX
-    /// answers) instead of refusing the dataset.
+    /// Leave out problems whose ground truth the verifier cannot score instead of refusing the
+    /// dataset.
     #[arg(long)]
     pub skip_unscorable: bool,
+    /// How answers are scored: integer, math (LaTeX answers), choice (a letter A-J), or auto:
+    /// integer when every ground truth is an integer, choice when every one is a letter, math
+    /// otherwise (MATH-500).
+    #[arg(long, default_value = "auto")]
+    pub verifier: String,
     /// Seed of the sampling (each turn of each rollout derives its own).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -180,21 +185,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..DatasetOptions::new()
     };
     let mut prompts = load_prompts_with(&args.data, &options)?;
-    let scorable = |answer: &str| rstar_verifier::verify("", answer).is_ok();
+    let mode = match args.verifier.as_str() {
+        "auto" => rstar_verifier::Mode::detect(prompts.iter().map(|p| p.answer.as_str())),
+        other => other.parse().map_err(|e| {
+            anyhow::anyhow!("--verifier: {e} (or auto)")
+        })?,
+    };
+    eprintln!("{}: scoring with the {mode} verifier", args.data.display());
+    let verifier = rstar_verifier::Verifier::new();
+    let scorable = |answer: &str| verifier.check_truth(mode, answer).is_ok();
     if args.skip_unscorable {
         let before = prompts.len();
         prompts.retain(|p| scorable(&p.answer));
         if prompts.len() < before {
             eprintln!(
-                "{}: left out {} of {before} problems whose ground truth is not an integer",
+                "{}: left out {} of {before} problems whose ground truth the {mode} verifier cannot score",
                 args.data.display(),
                 before - prompts.len()
             );
         }
     } else if let Some(p) = prompts.iter().find(|p| !scorable(&p.answer)) {
         bail!(
-            "{}: problem `{}`: the verifier cannot score the ground truth {:?} (integers only); \
-             pass --skip-unscorable to leave such problems out",
+            "{}: problem `{}`: the {mode} verifier cannot score the ground truth {:?}; \
+             pass --skip-unscorable to leave such problems out, or choose --verifier",
             args.data.display(),
             p.id,
             p.answer
@@ -264,6 +277,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             policy,
             retention: KvRetention::Keep,
             record_entropy: args.record_entropy,
+            verifier: mode,
         },
         progress: true,
     };
@@ -293,6 +307,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print!("{}", run.report.table());
+        println!("verifier: {mode}");
         println!(
             "{:.1} sampled tokens/s over {:.1} s",
             run.stats.tokens_per_sec(),

@@ -576,6 +576,7 @@ pub fn scheduled_rollout(
         policy: options.dispatch,
         retention: KvRetention::Keep,
         record_entropy: false,
+        verifier: rstar_verifier::Mode::Integer,
     };
     let out = run_scheduled_blocking(
         generators,
