@@ -114,6 +114,7 @@ const CASES: &[(&str, &str, bool)] = &[
     ("-\\sqrt{3}", "-1 \\cdot \\sqrt{3}", true),
     ("-\\sqrt{3}", "\\sqrt{-3}", false),
     ("2", "\\sqrt{4}", true),
+    ("2", "\\frac{6}{3} \\cdot \\pi / \\pi", true),
     ("\\sqrt{2}", "2^{1/2}", true),
     // Multiples of pi.
     ("\\pi", "\\pi", true),

@@ -187,9 +187,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut prompts = load_prompts_with(&args.data, &options)?;
     let mode = match args.verifier.as_str() {
         "auto" => rstar_verifier::Mode::detect(prompts.iter().map(|p| p.answer.as_str())),
-        other => other.parse().map_err(|e| {
-            anyhow::anyhow!("--verifier: {e} (or auto)")
-        })?,
+        other => other
+            .parse::<rstar_verifier::Mode>()
+            .map_err(|e| anyhow::anyhow!("--verifier: {e} (or auto)"))?,
     };
     eprintln!("{}: scoring with the {mode} verifier", args.data.display());
     let verifier = rstar_verifier::Verifier::new();

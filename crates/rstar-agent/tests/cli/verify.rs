@@ -150,7 +150,10 @@ fn modes_math_and_choice() {
     assert_eq!(lines[0]["reward"], 1);
     assert_eq!(lines[0]["canonical"], "2*sqrt(3)");
     assert_eq!(lines[1]["reason"], "wrong");
-    assert!(err.contains("(math mode)") && err.contains(":3: skipped"), "{err}");
+    assert!(
+        err.contains("(math mode)") && err.contains(":3: skipped"),
+        "{err}"
+    );
     // The integer mode refuses the LaTeX truths, line by line.
     let (code, out, _) = verify_stdin(&[], input);
     assert_eq!(code, 2);
@@ -160,7 +163,10 @@ fn modes_math_and_choice() {
                  {\"response\": \"Answer: A\", \"answer\": \"(C)\"}\n";
     let (code, out, err) = verify_stdin(&["--mode", "choice"], input);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("\"reward\":1") && out.contains("\"reward\":0"), "{out}");
+    assert!(
+        out.contains("\"reward\":1") && out.contains("\"reward\":0"),
+        "{out}"
+    );
     assert!(err.contains("accuracy 0.5000"), "{err}");
     let (code, _, err) = verify_stdin(&["--mode", "float"], "");
     assert_ne!(code, 0);

@@ -197,7 +197,10 @@ fn eval_writes_parseable_files_and_reports_errors() {
     // `--verifier auto` (the default) sees a LaTeX ground truth and scores both in math mode.
     let (code, stdout, stderr) = rstar(&base);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("scoring with the math verifier"), "{stderr}");
+    assert!(
+        stderr.contains("scoring with the math verifier"),
+        "{stderr}"
+    );
     let summary: EvalSummaryFile = serde_json::from_str(&stdout).unwrap();
     assert_eq!(summary.summary.problems, 2);
     assert_eq!(
