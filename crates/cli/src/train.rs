@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rstar_agent::train::rl::StepRecord;
 use rstar_agent::train::sft::SftStep;
 use rstar_agent::train::{
-    self as trainer, Observer, RolloutDriver, RunOptions, SftOptions, TrainConfig,
+    self as trainer, Observer, RocMode, RolloutDriver, RunOptions, SftOptions, TrainConfig,
 };
 use rstar_scheduler::DispatchPolicy;
 
@@ -43,7 +43,12 @@ pub struct Args {
     /// Seed of everything random.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Ablation: plain GRPO on G samples instead of GRPO-RoC (2G rolled out, G kept).
+    /// Resample-on-Correct: `paper` (2G rolled out, G kept by the paper's rule), `reference`
+    /// (microsoft/rStar's rule) or `off` (plain GRPO on G samples) [default: the preset's,
+    /// paper].
+    #[arg(long, value_name = "MODE", conflicts_with = "no_roc")]
+    pub roc: Option<RocMode>,
+    /// Ablation: `--roc off`.
     #[arg(long)]
     pub no_roc: bool,
     /// SFT steps (overrides the preset).
@@ -90,6 +95,10 @@ pub struct Args {
     /// Print the final report as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Print the resolved config (what `config.json` would hold) on stdout and exit without
+    /// training; fails, after printing, when the config does not validate.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Test hook: stop (as if killed) after this many SFT steps of the run.
     #[arg(long, hide = true)]
     pub stop_after_sft_steps: Option<usize>,
@@ -205,6 +214,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--config", args.config.is_some()),
         ("--out", args.out.is_some()),
         ("--seed", args.seed.is_some()),
+        ("--roc", args.roc.is_some()),
         ("--no-roc", args.no_roc),
         ("--sft-steps", args.sft_steps.is_some()),
         ("--model", args.model.is_some()),
@@ -265,8 +275,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(seed) = args.seed {
             config.seed = seed;
         }
-        if args.no_roc {
-            config.rl.roc = false;
+        if let Some(mode) = args.roc.or(args.no_roc.then_some(RocMode::Off)) {
+            config.rl.roc.mode = mode;
         }
         if let Some(steps) = args.sft_steps {
             config.sft.steps = steps;
@@ -301,12 +311,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(workers) = args.workers {
             config.tools.workers = workers;
         }
+        if args.dry_run {
+            println!("{}", serde_json::to_string_pretty(&config)?);
+            config.validate()?;
+            return Ok(());
+        }
         config.validate()?;
         let out = args.out.clone().unwrap_or_else(|| {
-            PathBuf::from("runs").join(if config.rl.roc {
-                config.preset.clone()
-            } else {
-                format!("{}-no-roc", config.preset)
+            PathBuf::from("runs").join(match config.rl.roc.mode {
+                RocMode::Paper => config.preset.clone(),
+                RocMode::Reference => format!("{}-roc-reference", config.preset),
+                RocMode::Off => format!("{}-no-roc", config.preset),
             })
         });
         let report = trainer::run_with(&config, &out, &device, &options, &mut progress)

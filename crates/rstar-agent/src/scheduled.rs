@@ -565,6 +565,7 @@ where
         tool_calls: shared.tool_calls.load(Ordering::SeqCst),
         generate_secs: elapsed,
         tool_secs: shared.tool_micros.load(Ordering::SeqCst) as f64 / 1e6,
+        ..RolloutStats::default()
     };
     let mut trajectories = Vec::with_capacity(shared.slots.len());
     for (slot, p) in shared

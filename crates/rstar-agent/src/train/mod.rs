@@ -41,12 +41,14 @@ use rstar_toolenv::{BlockingPool, Pool};
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    EvalOptions, LrSchedule, RlOptions, RolloutDriver, SftOptions, ToolOptions, TrainConfig,
+    EvalOptions, LrSchedule, RlOptions, RocMode, RocOptions, RolloutDriver, SftOptions,
+    ToolOptions, TrainConfig,
 };
 
 use self::checkpoint::Phase;
 use crate::episode::{Limits, Trajectory};
 use crate::error::AgentError;
+use crate::eval::{EvalReport, EvalSummary, PassAtK};
 use crate::rollout::{Prompt, RolloutConfig, ToolExecutor, TrajectoryStats, mix_seed, rollout};
 use crate::tasks::{Split, TaskSet};
 use crate::template::TemplateFormat;
@@ -60,8 +62,29 @@ pub struct EvalRow {
     pub rl_steps: u64,
     /// Greedy decoding, one sample per problem.
     pub greedy: TrajectoryStats,
-    /// avg@k at `eval.temperature`, when `eval.samples > 0`.
+    /// The sampled evaluation's trajectory statistics at `eval.temperature`, when
+    /// `eval.samples > 0`.
     pub sampled: Option<TrajectoryStats>,
+    /// avg@k of the sampled evaluation, computed by `rstar eval`'s code
+    /// ([`EvalReport::from_trajectories`]); absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avg_at_k: Option<f64>,
+    /// pass@k of the sampled evaluation for `k` = 1, 2, 4, … and `eval.samples`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_at_k: Vec<PassAtK>,
+}
+
+/// What [`evaluate`] measured.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// Greedy decoding, one sample per problem.
+    pub greedy: TrajectoryStats,
+    /// `eval.samples` samples per problem at `eval.temperature`, when `eval.samples > 0`.
+    pub sampled: Option<TrajectoryStats>,
+    /// avg@k and pass@k of those samples, as `rstar eval` computes them.
+    pub sampled_summary: Option<EvalSummary>,
+    /// The greedy trajectories.
+    pub trajectories: Vec<Trajectory>,
 }
 
 /// Evaluates `model` (a non-autodiff snapshot) on `prompts` with the compact template and
@@ -76,7 +99,7 @@ pub fn evaluate(
     options: &EvalOptions,
     seed: u64,
     executor: &mut dyn ToolExecutor,
-) -> Result<(TrajectoryStats, Option<TrajectoryStats>, Vec<Trajectory>), AgentError> {
+) -> Result<Evaluation, AgentError> {
     evaluate_with(
         TemplateFormat::Compact,
         model,
@@ -101,7 +124,7 @@ pub fn evaluate_with(
     options: &EvalOptions,
     seed: u64,
     executor: &mut dyn ToolExecutor,
-) -> Result<(TrajectoryStats, Option<TrajectoryStats>, Vec<Trajectory>), AgentError> {
+) -> Result<Evaluation, AgentError> {
     let base = rl::base_limits(template);
     let mut config = RolloutConfig {
         template,
@@ -115,9 +138,10 @@ pub fn evaluate_with(
         seed,
         max_batch: options.max_batch,
         eos: Vec::new(),
+        per_rollout_seeds: false,
     };
     let greedy = rollout(model, tokenizer, prompts, 1, &config, executor)?;
-    let sampled = if options.samples > 0 {
+    let (sampled, sampled_summary) = if options.samples > 0 {
         config.sampling = Sampling::Temperature {
             temperature: options.temperature as f32,
         };
@@ -129,15 +153,20 @@ pub fn evaluate_with(
             &config,
             executor,
         )?;
-        Some(TrajectoryStats::of(&out.trajectories))
+        let report = EvalReport::from_trajectories(&out.trajectories)?;
+        (
+            Some(TrajectoryStats::of(&out.trajectories)),
+            Some(report.summary),
+        )
     } else {
-        None
+        (None, None)
     };
-    Ok((
-        TrajectoryStats::of(&greedy.trajectories),
+    Ok(Evaluation {
+        greedy: TrajectoryStats::of(&greedy.trajectories),
         sampled,
-        greedy.trajectories,
-    ))
+        sampled_summary,
+        trajectories: greedy.trajectories,
+    })
 }
 
 /// What a run produced.
@@ -192,7 +221,10 @@ impl TrainReport {
         for e in &self.evals {
             let g = &e.greedy;
             let (avg, t) = match &e.sampled {
-                Some(s) => (format!("{:.1}%", 100.0 * s.accuracy), s),
+                Some(s) => (
+                    format!("{:.1}%", 100.0 * e.avg_at_k.unwrap_or(s.accuracy)),
+                    s,
+                ),
                 None => ("-".to_string(), g),
             };
             s.push_str(&format!(
@@ -571,6 +603,8 @@ mod tests {
                 rl_steps: 0,
                 greedy: stats(100, 0.99, 0.0, 0.0),
                 sampled,
+                avg_at_k: sampled.map(|s| s.accuracy),
+                pass_at_k: Vec::new(),
             }],
             rl_steps: 0,
             sft_steps_per_sec: 0.0,

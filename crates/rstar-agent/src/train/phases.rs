@@ -373,16 +373,21 @@ impl<'a> Run<'a> {
             return Ok(self.rl_pool.clone());
         };
         let config = self.config;
+        let check = rl::HardCheck {
+            limit: config.rl.hard_pool_size,
+            k,
+            below,
+            stage,
+            template: self.template,
+            seed: seed_of(config.seed, &format!("hard-{index}")),
+            chunk: config.rl.prompts_per_step,
+            max_batch: config.rl.max_batch,
+        };
         let hard = rl::hard_problems(
             &model.valid(),
             &self.tokenizer,
             &self.rl_pool,
-            config.rl.hard_pool_size,
-            k,
-            below,
-            stage,
-            self.template,
-            seed_of(config.seed, &format!("hard-{index}")),
+            &check,
             &mut PoolExecutor {
                 pool: &self.pool,
                 timeout: None,
@@ -505,7 +510,7 @@ impl<'a> Run<'a> {
     ) -> Result<(), AgentError> {
         let t = Instant::now();
         let snapshot = model.valid();
-        let (greedy, sampled, trajectories) = evaluate_with(
+        let evaluation = evaluate_with(
             self.template,
             &snapshot,
             &self.tokenizer,
@@ -517,20 +522,26 @@ impl<'a> Run<'a> {
                 timeout: None,
             },
         )?;
+        let greedy = evaluation.greedy;
+        let summary = evaluation.sampled_summary.as_ref();
         let row = EvalRow {
             phase: phase.to_string(),
             rl_steps,
             greedy,
-            sampled,
+            sampled: evaluation.sampled,
+            avg_at_k: summary.map(|s| s.avg_at_k),
+            pass_at_k: summary.map(|s| s.pass_at_k.clone()).unwrap_or_default(),
         };
-        let avg = sampled.map_or_else(String::new, |s| {
-            format!(
-                "avg@k {:.1}% (tool error rate {:.1}%, {:.1}% in successes), ",
-                100.0 * s.accuracy,
+        let avg = match (evaluation.sampled, summary) {
+            (Some(s), Some(summary)) => format!(
+                "avg@{} {:.1}% (tool error rate {:.1}%, {:.1}% in successes), ",
+                summary.samples,
+                100.0 * summary.avg_at_k,
                 100.0 * s.tool_error_rate,
                 100.0 * s.tool_error_rate_success
-            )
-        });
+            ),
+            _ => String::new(),
+        };
         self.observer.log(&format!(
             "eval after {phase}: held-out {avg}greedy accuracy {:.1}%, tool error rate {:.1}% ({:.1}% in successes), {:.1}s",
             100.0 * greedy.accuracy,
@@ -541,7 +552,7 @@ impl<'a> Run<'a> {
         let dir = self.out.join("checkpoints").join(phase.replace(' ', "-"));
         save_dir(&snapshot, &self.tokenizer, &dir, WeightDtype::F32)?;
         self.logs.evals.push(&row)?;
-        self.last_samples = trajectories;
+        self.last_samples = evaluation.trajectories;
         Ok(())
     }
 
