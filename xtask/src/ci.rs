@@ -4,7 +4,8 @@
 //! 2. tidy: every `.rs` file opens with a `//!` line;
 //! 3. `cargo fmt --check`;
 //! 4. `cargo clippy --workspace --all-targets` with warnings denied;
-//! 5. `cargo test --workspace`, doctests included, with `RSTAR_PYTHON` set;
+//! 5. `cargo test --workspace`, doctests included, with `RSTAR_PYTHON` set (headless Chromium
+//!    for the run-report test is installed with apt-get first when absent);
 //! 6. the policy's `wgpu` tests and a `rstar train --backend wgpu` smoke run on Mesa's
 //!    lavapipe (CPU Vulkan; installed with apt-get when absent), which is the slowest step: a
 //!    second Burn build with the GPU backend.
@@ -34,6 +35,7 @@ fn run_ci() -> Result<()> {
             "warnings",
         ]),
     )?;
+    crate::chromium::ensure()?;
     step(
         "tests",
         cargo()

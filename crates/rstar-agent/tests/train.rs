@@ -1,5 +1,5 @@
 //! Integration tests of the trainer: the rollout driver, SFT, one GRPO-RoC step, configs,
-//! `rstar train --preset smoke`, resume and plots; `--backend wgpu` with the `wgpu` feature.
+//! `rstar train --preset smoke`, resume, plots, TensorBoard events and the report page; `--backend wgpu` with the `wgpu` feature.
 
 mod train {
     mod cli;
@@ -7,11 +7,13 @@ mod train {
     mod config;
     mod hf;
     mod plots;
+    mod report;
     mod resume;
     mod rl;
     mod rollout;
     mod scheduled;
     mod sft;
+    mod tensorboard;
     #[cfg(feature = "wgpu")]
     mod wgpu;
 }

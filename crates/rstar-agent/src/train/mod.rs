@@ -13,6 +13,7 @@
 //! | `eval.jsonl` | one [`EvalRow`] a line: after SFT and after each stage |
 //! | `samples.jsonl` | held-out trajectories of the final policy (`rstar show` reads them; with `record_entropy`, `rstar analyze entropy` too) |
 //! | `plots/*.svg` | the RL metrics over steps with stage boundaries ([`plots`]) |
+//! | `tb/events.out.tfevents.*` | TensorBoard events of every metrics line, evaluation and a few rollouts ([`crate::analysis::tensorboard`]) |
 //! | `checkpoints/<phase>/` | the policy after SFT and after each stage (`rstar_policy::save_dir`) |
 //! | `checkpoints/last/` | the resumable state after the last SFT or RL step ([`checkpoint`]) |
 //!
@@ -233,6 +234,8 @@ pub struct RunOptions {
     pub python: Option<PathBuf>,
     /// [`resume`]: sandbox workers instead of the saved `tools.workers`.
     pub workers: Option<usize>,
+    /// The TensorBoard event directory [default: `<out>/tb`].
+    pub tensorboard: Option<PathBuf>,
 }
 
 /// What the trainer reports while it runs. [`LogLines`] turns every event into a log line;
@@ -311,11 +314,15 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
     }
 }
 
-/// Appends JSON lines to a file and counts them.
+/// The run's TensorBoard log, shared by the JSONL files that mirror their lines into it.
+type SharedTb = std::rc::Rc<std::cell::RefCell<crate::analysis::tensorboard::RunLog>>;
+
+/// Appends JSON lines to a file and counts them (and mirrors them to TensorBoard).
 struct JsonLines {
     path: PathBuf,
     file: std::fs::File,
     lines: usize,
+    tb: Option<(SharedTb, crate::analysis::tensorboard::LineKind)>,
 }
 
 impl JsonLines {
@@ -335,6 +342,7 @@ impl JsonLines {
             path,
             file,
             lines: keep,
+            tb: None,
         })
     }
     fn push(&mut self, value: &impl Serialize) -> Result<(), AgentError> {
@@ -342,6 +350,9 @@ impl JsonLines {
         writeln!(self.file, "{line}").map_err(io_err(&self.path))?;
         self.file.flush().map_err(io_err(&self.path))?;
         self.lines += 1;
+        if let Some((tb, kind)) = &self.tb {
+            tb.borrow_mut().line(*kind, &serde_json::to_value(value)?)?;
+        }
         Ok(())
     }
 }
@@ -762,6 +773,17 @@ fn train(
     let mut sft_log = JsonLines::open(out.join("sft_metrics.jsonl"), lines.sft_metrics)?;
     let mut evals_log = JsonLines::open(out.join("eval.jsonl"), lines.eval)?;
     let mut metrics = JsonLines::open(out.join("metrics.jsonl"), lines.metrics)?;
+    // TensorBoard: the kept lines again (none in a new run), then every line as it is pushed.
+    let tb_dir = options.tensorboard.clone().unwrap_or_else(|| out.join("tb"));
+    let tb: SharedTb = std::rc::Rc::new(std::cell::RefCell::new(
+        crate::analysis::tensorboard::RunLog::start(&tb_dir, out)?,
+    ));
+    {
+        use crate::analysis::tensorboard::LineKind;
+        sft_log.tb = Some((tb.clone(), LineKind::Sft));
+        metrics.tb = Some((tb.clone(), LineKind::Rl));
+        evals_log.tb = Some((tb.clone(), LineKind::Eval));
+    }
     let (phase, sft_done, mut rl_steps) = start
         .as_ref()
         .map(|(_, s)| (s.phase, s.sft_steps, s.rl_steps))
@@ -926,7 +948,7 @@ fn train(
             seed,
             template,
         };
-        let (next, mut record, _) = rl::step_with(
+        let (next, mut record, rollouts) = rl::step_with(
             model,
             &mut optimizer,
             tokenizer,
@@ -959,6 +981,12 @@ fn train(
         };
         record.time_step = t.elapsed().as_secs_f64();
         metrics.push(&record)?;
+        tb.borrow_mut().samples(
+            "rollouts/samples",
+            rl_steps as i64,
+            &rollouts,
+            crate::analysis::tensorboard::ROLLOUT_SAMPLES,
+        )?;
         observer.rl_step(&record, total_rl);
         // Advancing or finishing evaluates; an evaluation is expensive to replay, so a
         // checkpoint always follows one.
@@ -1007,6 +1035,8 @@ fn train(
             .for_each(Trajectory::strip_token_stats);
     }
     Trajectory::write_jsonl(&out.join("samples.jsonl"), &last_samples)?;
+    tb.borrow_mut()
+        .samples("val/samples", rl_steps as i64, &last_samples, 4)?;
     ctx.checkpoint(
         Phase::Finished,
         total_sft,
