@@ -104,9 +104,10 @@ fn json_error(e: &serde_json::Error) -> String {
 impl RunData {
     /// Reads what it can of the run in `dir`.
     pub fn load(dir: &Path) -> Self {
-        let name = dir
-            .file_name()
-            .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let name = dir.file_name().map_or_else(
+            || dir.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         let mut run = RunData {
             dir: dir.to_path_buf(),
             name,
@@ -306,7 +307,9 @@ pub fn render(runs: &[RunData]) -> String {
     if runs.len() > 1 {
         s.push_str("<a href=\"#comparison\">comparison</a>");
     }
-    s.push_str("<a href=\"#plots\">plots</a><a href=\"#trajectories\">trajectories</a></nav>\n<main>\n");
+    s.push_str(
+        "<a href=\"#plots\">plots</a><a href=\"#trajectories\">trajectories</a></nav>\n<main>\n",
+    );
 
     let problems: Vec<(String, &String)> = runs
         .iter()
@@ -597,7 +600,11 @@ fn plots(s: &mut String, r: &RunData, several: bool) {
             x_range: (0.5, last + 0.5),
             series: vec![Series {
                 name: "loss".into(),
-                points: r.sft.iter().map(|v| (at(v, "step"), at(v, "loss"))).collect(),
+                points: r
+                    .sft
+                    .iter()
+                    .map(|v| (at(v, "step"), at(v, "loss")))
+                    .collect(),
             }],
             vlines: Vec::new(),
         };
@@ -862,7 +869,11 @@ mod tests {
     fn a_missing_directory_is_a_note_not_an_error() {
         let run = RunData::load(Path::new("/nonexistent/rstar-run"));
         assert_eq!(run.problems.len(), 1);
-        assert!(run.problems[0].contains("does not exist"), "{:?}", run.problems);
+        assert!(
+            run.problems[0].contains("does not exist"),
+            "{:?}",
+            run.problems
+        );
         let page = render(&[run]);
         assert!(page.contains("Missing or unreadable"));
         assert!(page.trim_end().ends_with("</html>"));

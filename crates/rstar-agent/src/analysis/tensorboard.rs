@@ -294,7 +294,10 @@ pub fn rl_tag(path: &str) -> String {
     if let Some(tag) = path.strip_prefix("all.").and_then(|f| stats_tag("", f)) {
         return tag;
     }
-    if let Some(tag) = path.strip_prefix("kept.").and_then(|f| stats_tag("kept/", f)) {
+    if let Some(tag) = path
+        .strip_prefix("kept.")
+        .and_then(|f| stats_tag("kept/", f))
+    {
         return tag;
     }
     if let Some(name) = path.strip_prefix("roc_metrics.") {
@@ -324,7 +327,7 @@ pub fn eval_tag(path: &str) -> String {
 }
 
 /// The numeric (and boolean, as 0/1) leaves of a JSON object with their dotted paths, in
-/// document order, except the keys in `skip`.
+/// key order, except the keys in `skip`.
 pub fn numeric_leaves(v: &Value, skip: &[&str]) -> Vec<(String, f64)> {
     fn walk(v: &Value, path: &str, out: &mut Vec<(String, f64)>) {
         match v {
@@ -704,7 +707,9 @@ pub fn convert(run: &Path, dir: &Path) -> Result<(PathBuf, Counts), AgentError> 
     if !any {
         return Err(AgentError::Resume {
             path: run.to_path_buf(),
-            message: "has none of sft_metrics.jsonl, metrics.jsonl, eval.jsonl: not a run directory".into(),
+            message:
+                "has none of sft_metrics.jsonl, metrics.jsonl, eval.jsonl: not a run directory"
+                    .into(),
         });
     }
     let mut log = RunLog::start(dir, run)?;
@@ -785,12 +790,16 @@ mod tests {
         assert_eq!(rl_tag("new_field.x"), "rstar/new_field/x");
         assert_eq!(sft_tag("loss"), "sft/loss");
         assert_eq!(eval_tag("sampled.accuracy"), "val/sampled/rewards/mean");
-        assert_eq!(eval_tag("greedy.tool_error_rate"), "val/greedy/tool/error_rate");
+        assert_eq!(
+            eval_tag("greedy.tool_error_rate"),
+            "val/greedy/tool/error_rate"
+        );
     }
 
     #[test]
     fn numeric_leaves_flatten_objects_and_skip_strings() {
-        let v: Value = serde_json::json!({"step": 3, "a": {"b": 1.5, "c": "x"}, "ok": true, "n": null});
+        let v: Value =
+            serde_json::json!({"step": 3, "a": {"b": 1.5, "c": "x"}, "ok": true, "n": null});
         assert_eq!(
             numeric_leaves(&v, &["step"]),
             vec![("a.b".to_string(), 1.5), ("ok".to_string(), 1.0)]
@@ -799,6 +808,9 @@ mod tests {
 
     #[test]
     fn inline_markdown_is_escaped() {
-        assert_eq!(md_inline("a*b_[c](d)\n<x>"), "a\\*b\\_\\[c\\]\\(d\\) \\<x\\>");
+        assert_eq!(
+            md_inline("a*b_[c](d)\n<x>"),
+            "a\\*b\\_\\[c\\]\\(d\\) \\<x\\>"
+        );
     }
 }

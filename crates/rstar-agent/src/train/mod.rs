@@ -774,7 +774,10 @@ fn train(
     let mut evals_log = JsonLines::open(out.join("eval.jsonl"), lines.eval)?;
     let mut metrics = JsonLines::open(out.join("metrics.jsonl"), lines.metrics)?;
     // TensorBoard: the kept lines again (none in a new run), then every line as it is pushed.
-    let tb_dir = options.tensorboard.clone().unwrap_or_else(|| out.join("tb"));
+    let tb_dir = options
+        .tensorboard
+        .clone()
+        .unwrap_or_else(|| out.join("tb"));
     let tb: SharedTb = std::rc::Rc::new(std::cell::RefCell::new(
         crate::analysis::tensorboard::RunLog::start(&tb_dir, out)?,
     ));

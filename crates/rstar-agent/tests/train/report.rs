@@ -60,9 +60,7 @@ fn dump_dom(page: &Path) -> (String, String) {
 /// Lines of Chromium's log that report a console message or a script error.
 fn console_errors(log: &str) -> Vec<&str> {
     log.lines()
-        .filter(|l| {
-            l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("Refused to")
-        })
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("Refused to"))
         .collect()
 }
 
@@ -105,7 +103,12 @@ fn the_smoke_report_renders_in_chromium_with_its_table_plots_and_a_tool_call() {
         .collect();
     let mut bad = lines[0].clone();
     bad["id"] = Value::String(HOSTILE.into());
-    bad["turns"][0]["text"] = Value::String(HOSTILE.into());
+    for turn in bad["turns"].as_array_mut().unwrap() {
+        turn["text"] = Value::String(HOSTILE.into());
+    }
+    if let Some(first) = bad["token_texts"].get_mut(0) {
+        *first = Value::String(HOSTILE.into());
+    }
     lines.push(bad);
     std::fs::write(
         &samples,
@@ -131,7 +134,11 @@ fn the_smoke_report_renders_in_chromium_with_its_table_plots_and_a_tool_call() {
             "the page's script did not finish: {log}"
         );
         assert!(!dom.contains("data-script-errors"), "{log}");
-        assert!(console_errors(&log).is_empty(), "{:?}", console_errors(&log));
+        assert!(
+            console_errors(&log).is_empty(),
+            "{:?}",
+            console_errors(&log)
+        );
         assert!(!dom.contains("data-pwned"), "model text ran as markup");
         // The evaluation table: after SFT and each stage.
         let table_at = dom.find("<table class=\"evals\">").expect("the table");
@@ -141,7 +148,10 @@ fn the_smoke_report_renders_in_chromium_with_its_table_plots_and_a_tool_call() {
         }
         // Plots: inline SVG with a drawn series.
         assert!(dom.contains("<figure class=\"plot\" data-chart=\"reward\">"));
-        assert!(dom.matches("<svg").count() >= 8, "SFT loss and seven RL charts");
+        assert!(
+            dom.matches("<svg").count() >= 8,
+            "SFT loss and seven RL charts"
+        );
         assert!(dom.contains("class=\"series\""));
         // Trajectories: one with a tool call and its output, entropy shading.
         assert!(dom.contains("<details class=\"traj"), "a trajectory");
@@ -195,7 +205,12 @@ fn a_damaged_run_directory_gives_a_report_that_says_what_is_missing() {
     let (ok, _, stderr) = rstar(&["report", empty.to_str().unwrap()]);
     assert!(ok, "{stderr}");
     let html = std::fs::read_to_string(empty.join("report.html")).unwrap();
-    for f in ["config.json", "metrics.jsonl", "eval.jsonl", "samples.jsonl"] {
+    for f in [
+        "config.json",
+        "metrics.jsonl",
+        "eval.jsonl",
+        "samples.jsonl",
+    ] {
         assert!(html.contains(&format!("{f} is missing")), "{f}");
     }
     let out = dir.path().join("gone.html");
@@ -237,7 +252,9 @@ fn two_runs_are_compared_roc_against_no_roc() {
     ]);
     assert!(ok, "{stderr}");
     let html = std::fs::read_to_string(&out).unwrap();
-    assert!(html.contains("<section id=\"comparison\"><h2>Comparison: run (RoC) vs ablation (no RoC)</h2>"));
+    assert!(html.contains(
+        "<section id=\"comparison\"><h2>Comparison: run (RoC) vs ablation (no RoC)</h2>"
+    ));
     let compare_at = html.find("<table class=\"compare\">").unwrap();
     let table = &html[compare_at..compare_at + html[compare_at..].find("</table>").unwrap()];
     assert_eq!(table.matches("<tr><td>").count(), 4, "{table}");

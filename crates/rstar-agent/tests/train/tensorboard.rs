@@ -141,10 +141,8 @@ pub(super) fn assert_events_match_jsonl(run: &Path, tb: &Path) -> Events {
 pub(super) fn smoke_run() -> &'static Path {
     static RUN: OnceLock<PathBuf> = OnceLock::new();
     RUN.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "watch-smoke-{}",
-            std::process::id()
-        ));
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("watch-smoke-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let config = super::resume::config_file(&dir);
@@ -162,7 +160,9 @@ pub(super) fn smoke_run() -> &'static Path {
         assert!(ok, "{stderr}");
         let page = out.join("report.html");
         assert!(
-            stdout.trim_end().ends_with(&format!("report: {}", page.display())),
+            stdout
+                .trim_end()
+                .ends_with(&format!("report: {}", page.display())),
             "the last line names the report: {stdout}"
         );
         out
@@ -184,7 +184,10 @@ fn a_smoke_runs_events_hold_every_metric_at_its_step_once() {
         ("response_length/mean", &["all", "response_len"]),
         ("timing_s/gen", &["time_rollout"]),
         ("tool/error_rate", &["all", "tool_error_rate"]),
-        ("tool/error_rate_in_successes", &["all", "tool_error_rate_success"]),
+        (
+            "tool/error_rate_in_successes",
+            &["all", "tool_error_rate_success"],
+        ),
         ("curriculum/stage", &["stage"]),
     ] {
         let got = &events.scalars[tag];
@@ -210,7 +213,10 @@ fn a_smoke_runs_events_hold_every_metric_at_its_step_once() {
         "rollouts/samples",
         "val/samples",
     ] {
-        assert!(events.text_tags.iter().any(|t| t == tag), "{tag}: {events:?}");
+        assert!(
+            events.text_tags.iter().any(|t| t == tag),
+            "{tag}: {events:?}"
+        );
     }
     let table = &events.texts["val/table"];
     assert_eq!(table.len(), 4);
@@ -266,8 +272,14 @@ fn converting_a_written_run_gives_its_metrics_under_verl_names() {
     assert!(stdout.contains("events.out.tfevents."), "{stdout}");
     let events = assert_events_match_jsonl(dir.path(), &dir.path().join("tb"));
     // By hand: the reward at step 3 is 0.3 as a 32-bit float, the unknown field has a tag.
-    assert_eq!(events.scalars["critic/rewards/mean"][2], (3, f64::from(0.3f32)));
-    assert_eq!(events.scalars["actor/entropy"][0], (1, f64::from(1.0e-3f32)));
+    assert_eq!(
+        events.scalars["critic/rewards/mean"][2],
+        (3, f64::from(0.3f32))
+    );
+    assert_eq!(
+        events.scalars["actor/entropy"][0],
+        (1, f64::from(1.0e-3f32))
+    );
     assert_eq!(events.scalars["roc/roc/pass"].len(), 6);
     assert_eq!(events.scalars["rstar/new_metric/x"][5], (6, 7.0));
     assert_eq!(events.scalars["roc/enabled"][0], (1, 1.0));
