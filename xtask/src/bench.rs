@@ -55,7 +55,7 @@ pub fn run(args: &[String]) -> Result<()> {
                     "build",
                     "--release",
                     "-p",
-                    "rstar-agent",
+                    "rstar-cli",
                     "--bin",
                     "rstar",
                 ]),

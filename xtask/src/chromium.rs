@@ -1,4 +1,4 @@
-//! Headless Chromium for the run-report test (`rstar-agent`'s `tests/train/report.rs` opens a
+//! Headless Chromium for the run-report test (`rstar-cli`'s `tests/cli/train_report.rs` opens a
 //! smoke run's `report.html` with `chromium --headless --dump-dom`): Debian's `chromium`
 //! package, installed with apt-get when no browser is on `PATH` and `RSTAR_CHROMIUM` is unset.
 //! About 100 MB to download; a minute on a fast mirror, nothing when already there.

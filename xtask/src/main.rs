@@ -6,6 +6,7 @@
 mod bench;
 mod chromium;
 mod ci;
+mod snippets;
 mod train;
 mod util;
 mod venv;
@@ -19,7 +20,8 @@ usage: cargo xtask <command> [args]
 commands:
   train [ARGS]      run the rStar2-Agent recipe (SFT, then staged GRPO-RoC); embedded default when given nothing
   eval ARGS         evaluate a model with the sandboxed tool (`rstar eval ARGS`, release build): avg@k, pass@k, tool stats
-  ci                formatting, clippy with warnings denied, the tidy check and all tests (what .ci/run calls)
+  ci                formatting, clippy with warnings denied, all tests (the tidy checks among them), the docs' snippets (what .ci/run calls)
+  doc-snippets      build and run the docs' use-it-from-another-project snippets in a scratch project
   bench NAME        run a benchmark against its peer, side by side (`cargo xtask bench` lists them)
   test-wgpu         install Mesa's lavapipe and run the policy's wgpu-vs-flex test on the CPU (slow)
   venv              create or update the Python virtualenv under target/venv (test and bench requirements)
@@ -44,6 +46,7 @@ fn dispatch() -> Result<()> {
     let rest: Vec<String> = args.collect();
     match cmd.as_str() {
         "ci" => ci::run(&rest),
+        "doc-snippets" => snippets::run(&rest),
         "train" => train::run(&rest),
         "eval" => train::eval(&rest),
         "bench" => bench::run(&rest),

@@ -1,6 +1,6 @@
 //! `cargo xtask train`: the main job, the rStar2-Agent recipe end to end.
 //!
-//! Runs `cargo run --release -p rstar-agent --bin rstar -- train ARGS`: SFT on the embedded
+//! Runs `cargo run --release -p rstar-cli --bin rstar -- train ARGS`: SFT on the embedded
 //! default, then the staged GRPO-RoC curriculum, with held-out evaluations and a final table.
 //! With no arguments it runs the `tiny` preset; `--preset smoke --out DIR` is the CI check.
 //! `cargo xtask eval ARGS` runs `rstar eval ARGS` the same way.
@@ -27,7 +27,7 @@ fn rstar(subcommand: &str, args: &[String]) -> Result<()> {
         "run",
         "--release",
         "-p",
-        "rstar-agent",
+        "rstar-cli",
         "--bin",
         "rstar",
         "--",

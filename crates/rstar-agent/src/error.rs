@@ -2,13 +2,11 @@
 
 use std::path::PathBuf;
 
-/// Everything that can go wrong in the agent-format layer and the embedded task set.
+/// Everything that can go wrong in the engines, the drivers, evaluation and the trainer; the agent
+/// format's and the task set's errors are wrapped ([`AgentError::Episode`], [`AgentError::Tasks`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentError {
-    /// An [`Episode`](crate::episode::Episode) method was called in the wrong state.
-    #[error("episode misuse: {0}")]
-    EpisodeState(String),
     /// A tool executor returned a different number of outcomes than there were calls.
     #[error("expected {expected} tool outcomes, got {got}")]
     OutcomeCount {
@@ -17,7 +15,7 @@ pub enum AgentError {
         /// Outcomes received.
         got: usize,
     },
-    /// A line of a problem file could not be read.
+    /// A line of a JSONL or JSON file (trajectories, metrics, a config) could not be read.
     #[error("{}:{line}: {message}", path.display())]
     Dataset {
         /// The file.
@@ -25,24 +23,6 @@ pub enum AgentError {
         /// 1-based line number.
         line: usize,
         /// What is wrong, naming the field.
-        message: String,
-    },
-    /// A row of a parquet problem file is unusable.
-    #[error("{}: row {row}: {message}", path.display())]
-    DatasetRow {
-        /// The file.
-        path: PathBuf,
-        /// 0-based row number (as pyarrow and pandas count).
-        row: usize,
-        /// What is wrong, naming the field.
-        message: String,
-    },
-    /// A problem file is unusable as a whole (unknown extension, no records, unreadable parquet).
-    #[error("{}: {message}", path.display())]
-    DatasetFile {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
         message: String,
     },
     /// Reading or writing a file failed.
@@ -53,27 +33,19 @@ pub enum AgentError {
         /// The underlying error.
         source: std::io::Error,
     },
-    /// A task-set configuration is unusable.
-    #[error("invalid task config: {0}")]
-    TaskConfig(String),
-    /// A demonstration could not be built because the executor's output did not match.
-    #[error("demonstration for `{id}`: {message}")]
-    Demonstration {
-        /// The problem id.
-        id: String,
-        /// What the executor returned instead of what was needed.
-        message: String,
-    },
-    /// A trajectory breaks an invariant (lengths of its per-token fields, its turn spans); the
-    /// message names the field.
-    #[error("invalid trajectory: {0}")]
-    Trajectory(String),
     /// Per-token entropies cannot be analysed as asked.
     #[error("entropy analysis: {0}")]
     Analysis(String),
     /// A trajectory line is not valid JSON of the trajectory schema.
     #[error("trajectory json: {0}")]
     Json(#[from] serde_json::Error),
+    /// The agent format rejected a call or a trajectory (an episode driven in the wrong state, a
+    /// trajectory that breaks an invariant).
+    #[error(transparent)]
+    Episode(#[from] rstar_episode::Error),
+    /// The task set or a problem file is unusable.
+    #[error(transparent)]
+    Tasks(#[from] rstar_tasks::Error),
     /// The policy (model, tokenizer, generation, checkpoint) failed.
     #[error("policy: {0}")]
     Policy(#[from] rstar_policy::Error),

@@ -29,7 +29,7 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -40,7 +40,7 @@ use crate::engine::TurnGenerator;
 use crate::episode::{TextTokenizer, Trajectory};
 use crate::error::AgentError;
 use crate::rollout::{Prompt, RolloutStats};
-use crate::scheduled::{AsyncTools, Progress, ProgressFn, ScheduleConfig, run_scheduled};
+use crate::scheduled::{AsyncTools, ProgressFn, ScheduleConfig, run_scheduled};
 
 /// The unbiased pass@k estimate for one problem with `n` samples of which `c` are correct:
 /// `1 − C(n−c, k) / C(n, k)`; 1 when fewer than `k` samples are wrong. `k` must be in `1..=n`
@@ -150,14 +150,16 @@ impl EvalReport {
     /// counts as wrong).
     ///
     /// # Errors
-    /// [`AgentError::Trajectory`] when a trajectory has no problem id.
+    /// [`rstar_episode::Error::Trajectory`] when a trajectory has no problem id.
     pub fn from_trajectories(trajectories: &[Trajectory]) -> Result<Self, AgentError> {
         let mut order: Vec<&str> = Vec::new();
         let mut groups: HashMap<&str, Vec<&Trajectory>> = HashMap::new();
         for (i, t) in trajectories.iter().enumerate() {
             if t.id.is_empty() {
-                return Err(AgentError::Trajectory(format!(
-                    "trajectory {i} has an empty `id`: the report groups samples by problem id"
+                return Err(AgentError::Episode(rstar_episode::Error::Trajectory(
+                    format!(
+                        "trajectory {i} has an empty `id`: the report groups samples by problem id"
+                    ),
                 )));
             }
             groups
@@ -289,8 +291,6 @@ pub struct EvalOptions {
     pub samples: usize,
     /// Template, limits, seed, dispatch policy, entropy recording.
     pub schedule: ScheduleConfig,
-    /// Show a progress bar on stderr (only when stderr is a terminal).
-    pub progress: bool,
 }
 
 /// What [`run_eval`] returns.
@@ -327,6 +327,24 @@ pub fn run_eval<T>(
 where
     T: TextTokenizer + Clone + Send + 'static,
 {
+    run_eval_with_progress(generators, tokenizer, tools, prompts, options, None)
+}
+
+/// [`run_eval`], calling `progress` as rollouts finish (the CLI draws its progress bar with it).
+///
+/// # Errors
+/// Those of [`run_eval`].
+pub fn run_eval_with_progress<T>(
+    generators: Vec<Arc<dyn TurnGenerator>>,
+    tokenizer: T,
+    tools: Arc<dyn AsyncTools>,
+    prompts: &[Prompt],
+    options: &EvalOptions,
+    progress: Option<ProgressFn>,
+) -> Result<EvalRun, AgentError>
+where
+    T: TextTokenizer + Clone + Send + 'static,
+{
     if options.samples == 0 {
         return Err(AgentError::EvalConfig {
             field: "samples".into(),
@@ -340,19 +358,6 @@ where
         });
     }
     let engines: Vec<String> = generators.iter().map(|g| g.name()).collect();
-    let total = prompts.len() * options.samples;
-    let bar = progress_bar(options.progress, total);
-    let progress: Option<ProgressFn> = bar.clone().map(|bar| {
-        Arc::new(move |p: Progress| {
-            bar.set_position(p.done as u64);
-            if p.elapsed_secs > 0.0 {
-                bar.set_message(format!(
-                    "{:.1} tok/s",
-                    p.generated_tokens as f64 / p.elapsed_secs
-                ));
-            }
-        }) as ProgressFn
-    });
     let out = crate::scheduled::runtime()?.block_on(run_scheduled(
         generators,
         tokenizer,
@@ -362,9 +367,6 @@ where
         &options.schedule,
         progress,
     ));
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
     let out = out?;
     let report = EvalReport::from_trajectories(&out.rollout.trajectories)?;
     Ok(EvalRun {
@@ -375,24 +377,6 @@ where
         engines,
         turns_per_engine: out.turns_per_engine,
     })
-}
-
-/// A progress bar on stderr, or none when not asked or stderr is not a terminal.
-fn progress_bar(wanted: bool, total: usize) -> Option<indicatif::ProgressBar> {
-    if !wanted || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(total as u64),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
-    let style = indicatif::ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:30}] {pos}/{len} rollouts  {msg}",
-    )
-    .map(|s| s.progress_chars("=> "))
-    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-    bar.set_style(style);
-    Some(bar)
 }
 
 /// `summary.json`: the summary, what was run and how fast.

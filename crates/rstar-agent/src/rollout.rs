@@ -127,37 +127,7 @@ pub fn outcome_of(result: &rstar_toolenv::ToolResult) -> ToolOutcome {
     )
 }
 
-/// One problem to roll out.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Prompt {
-    /// Problem id (recorded in the trajectories; RoC and GRPO group by it).
-    pub id: String,
-    /// The problem text.
-    pub problem: String,
-    /// The ground truth, scored with [`rstar_verifier::verify`].
-    pub answer: String,
-}
-
-impl Prompt {
-    /// A prompt from its parts.
-    pub fn new(
-        id: impl Into<String>,
-        problem: impl Into<String>,
-        answer: impl Into<String>,
-    ) -> Self {
-        Prompt {
-            id: id.into(),
-            problem: problem.into(),
-            answer: answer.into(),
-        }
-    }
-}
-
-impl From<&crate::tasks::Task> for Prompt {
-    fn from(task: &crate::tasks::Task) -> Self {
-        Prompt::new(task.id.clone(), task.problem_text(), task.answer())
-    }
-}
+pub use rstar_episode::Prompt;
 
 /// How a batch of episodes is rolled out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -237,7 +207,7 @@ pub(crate) fn mix_seed(seed: u64, salt: u64) -> u64 {
 ///
 /// # Errors
 /// [`AgentError::Policy`] when generation fails, [`AgentError::Verifier`] for a ground truth
-/// that is not an integer, [`AgentError::EpisodeState`] / [`AgentError::OutcomeCount`] when an
+/// that is not an integer, [`rstar_episode::Error::EpisodeState`] / [`AgentError::OutcomeCount`] when an
 /// executor returns the wrong number of outcomes.
 pub fn rollout(
     model: &Qwen,

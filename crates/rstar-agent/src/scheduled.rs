@@ -462,7 +462,7 @@ fn score(text: &str, answer: &str) -> Score {
 /// # Errors
 /// [`AgentError::Problem`] for a ground truth the verifier cannot score (before anything
 /// runs), [`AgentError::Scheduler`] when there is no generator, a `kv-aware` reservation fits
-/// no generator, or a generator fails (its message is kept), [`AgentError::EpisodeState`]
+/// no generator, or a generator fails (its message is kept), [`rstar_episode::Error::EpisodeState`]
 /// when the loop and the episodes disagree (a bug).
 pub async fn run_scheduled<T>(
     generators: Vec<Arc<dyn TurnGenerator>>,
@@ -570,7 +570,9 @@ where
             .unwrap_or_else(|p| p.into_inner())
             .episode
             .take()
-            .ok_or_else(|| AgentError::EpisodeState("a rollout was collected twice".into()))?;
+            .ok_or_else(|| {
+                rstar_episode::Error::EpisodeState("a rollout was collected twice".into())
+            })?;
         let mut t = episode.finish_scored(|text| score(text, &p.answer))?;
         if !config.record_entropy {
             t.strip_token_stats();

@@ -4,7 +4,6 @@
 mod scheduled {
     pub mod common;
 
-    mod cli_eval;
     mod eval_metrics;
     mod local;
     mod policies;

@@ -4,7 +4,6 @@
 //! requests are all answered, and the binary serves and stops on SIGINT.
 
 mod serve {
-    mod cli;
     mod common;
     mod errors;
     mod openai_client;

@@ -1,19 +1,12 @@
-//! Integration tests of the trainer: the rollout driver, SFT, one GRPO-RoC step, configs,
-//! `rstar train --preset smoke`, resume, plots, TensorBoard events and the report page; `--backend wgpu` with the `wgpu` feature.
+//! Integration tests of the trainer's library: the rollout driver, SFT, one GRPO-RoC step,
+//! configs, HF models. Its runs of the `rstar` binary (smoke, resume, plots, scheduled
+//! rollouts, `--backend wgpu`) are in `rstar-cli`'s `tests/cli.rs`.
 
 mod train {
-    mod cli;
     mod common;
     mod config;
     mod hf;
-    mod plots;
-    mod report;
-    mod resume;
     mod rl;
     mod rollout;
-    mod scheduled;
     mod sft;
-    mod tensorboard;
-    #[cfg(feature = "wgpu")]
-    mod wgpu;
 }

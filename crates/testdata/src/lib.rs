@@ -107,3 +107,43 @@ mod tests {
         dataset("no-such-file.jsonl");
     }
 }
+
+/// One HTTP/1.1 exchange over a fresh connection, as a raw client with no dependencies:
+/// `(status, body)`. `token` adds an `Authorization: Bearer` header. The servers' end-to-end
+/// tests (`rstar serve`, `rstar tools serve`) share it.
+///
+/// # Panics
+/// When the server cannot be reached or answers without a status line (a test failure).
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("the server accepts connections");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("the request is written");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .expect("the response is read");
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}

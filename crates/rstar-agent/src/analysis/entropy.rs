@@ -249,7 +249,7 @@ fn turn_texts(t: &Trajectory, ti: usize, k: usize) -> Result<Vec<String>, AgentE
 
 /// Byte spans `[open start, close end)` of the tool calls in `text`; an unclosed call runs to
 /// the end.
-pub(crate) fn call_spans(text: &str, open: &str, close: &str) -> Vec<(usize, usize)> {
+pub fn call_spans(text: &str, open: &str, close: &str) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     let mut at = 0;
     while let Some(s) = text[at..].find(open) {

@@ -39,7 +39,7 @@ pub struct SftRow {
 /// builder checks them: a buggy call must fail and a correct one must print the answer.
 ///
 /// # Errors
-/// [`AgentError::Demonstration`] when a real outcome is not what the demonstration needs.
+/// [`rstar_tasks::Error::Demonstration`] when a real outcome is not what the demonstration needs.
 pub fn build_demonstrations(
     tasks: &[Task],
     limits: &Limits,
@@ -60,7 +60,7 @@ pub fn build_demonstrations(
 /// [`build_demonstrations`] in another template (ChatML for HF tokenizers).
 ///
 /// # Errors
-/// [`AgentError::Demonstration`] when a real outcome is not what the demonstration needs.
+/// [`rstar_tasks::Error::Demonstration`] when a real outcome is not what the demonstration needs.
 pub fn build_demonstrations_with(
     template: &Template,
     tasks: &[Task],
@@ -101,11 +101,16 @@ pub fn build_demonstrations_with(
         .zip(outcomes)
         .collect();
     // Pass 3: the corpus from the real outcomes (checked by the builder).
-    build_corpus(tasks, &template, &config, |call: &ToolCall| {
-        real.get(&(call.code.clone(), call.input.clone()))
-            .cloned()
-            .unwrap_or_else(|| ToolOutcome::code_judge(false, "", "", "call was not run", 0.0))
-    })
+    Ok(build_corpus(
+        tasks,
+        &template,
+        &config,
+        |call: &ToolCall| {
+            real.get(&(call.code.clone(), call.input.clone()))
+                .cloned()
+                .unwrap_or_else(|| ToolOutcome::code_judge(false, "", "", "call was not run", 0.0))
+        },
+    )?)
 }
 
 /// Tokenizes demonstrations with the policy's tokenizer.

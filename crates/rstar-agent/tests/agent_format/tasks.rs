@@ -1,7 +1,7 @@
 //! The task set's JSONL files: our own and the shared datasets, and bad input.
 
-use rstar_agent::AgentError;
 use rstar_agent::tasks::{Problem, Split, TaskConfig, TaskSet, read_problems, write_problems};
+use rstar_tasks::Error as TasksError;
 
 #[test]
 fn generated_problems_round_trip_through_jsonl() {
@@ -41,7 +41,7 @@ fn read_err(content: &str) -> String {
     let path = dir.path().join("bad.jsonl");
     std::fs::write(&path, content).unwrap();
     let err = read_problems(&path).unwrap_err();
-    assert!(matches!(err, AgentError::Dataset { .. }), "{err:?}");
+    assert!(matches!(err, TasksError::Dataset { .. }), "{err:?}");
     err.to_string()
 }
 

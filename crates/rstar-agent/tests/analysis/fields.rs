@@ -1,10 +1,10 @@
 //! The optional per-token fields of `Trajectory`: attaching, validating, recording through the episode, and old files.
 
-use rstar_agent::AgentError;
 use rstar_agent::episode::{
     ByteTokenizer, Episode, Limits, Step, StopReason, TokenStats, Trajectory,
 };
 use rstar_agent::template::Template;
+use rstar_episode::Error as EpisodeError;
 
 use super::common::{failed, solved, stats};
 
@@ -27,7 +27,7 @@ fn attaching_checks_lengths_and_changes_nothing_on_error() {
     let mut t = failed();
     let before = t.clone();
     let err = t.attach_token_stats(vec![0.5; 3], Vec::new()).unwrap_err();
-    assert!(matches!(err, AgentError::Trajectory(_)));
+    assert!(matches!(err, EpisodeError::Trajectory(_)));
     assert_eq!(
         err.to_string(),
         "invalid trajectory: `entropies` has 3 entries for 20 assistant tokens"
@@ -120,7 +120,7 @@ fn mixing_turns_with_and_without_stats_is_refused() {
     let err = ep
         .push_assistant_sampled(&ids("ok"), stats("ok", &[]))
         .unwrap_err();
-    assert!(matches!(err, AgentError::EpisodeState(_)), "{err}");
+    assert!(matches!(err, EpisodeError::EpisodeState(_)), "{err}");
 
     let mut ep = Episode::new(&tok, &Template::compact(), Limits::compact(), "q");
     let wrong = TokenStats {
@@ -141,6 +141,6 @@ fn mixing_turns_with_and_without_stats_is_refused() {
     .unwrap();
     assert!(matches!(
         ep.push_assistant_ids(&ids("ok")),
-        Err(AgentError::EpisodeState(_))
+        Err(EpisodeError::EpisodeState(_))
     ));
 }

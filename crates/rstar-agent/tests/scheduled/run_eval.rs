@@ -42,7 +42,6 @@ fn options(policy: DispatchPolicy) -> EvalOptions {
     EvalOptions {
         samples: 4,
         schedule,
-        progress: false,
     }
 }
 

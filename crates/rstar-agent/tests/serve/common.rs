@@ -1,7 +1,5 @@
 //! A served tiny random model, saved and loaded back through the checkpoint layout.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -53,25 +51,7 @@ pub fn serve(rt: &tokio::runtime::Runtime, engines: usize, max_batch: usize) -> 
 
 /// One HTTP/1.1 exchange over a fresh connection: (status, body).
 pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).expect("the server accepts connections");
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status line");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    rstar_testdata::http(addr, method, path, body, None)
 }
 
 /// A JSON exchange.

@@ -98,6 +98,7 @@ pub fn jsonl<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Vec<T> {
 
 /// The smoke preset with a smaller model and corpus (debug builds are slow), written to
 /// `dir/smoke.json`; returns the path.
+#[allow(dead_code)] // reason: used by rstar-cli's end-to-end tests, which include this file
 pub fn small_smoke_config(dir: &std::path::Path) -> std::path::PathBuf {
     let mut config = rstar_agent::train::TrainConfig::smoke();
     config.model = tiny_config();

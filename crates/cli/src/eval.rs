@@ -1,0 +1,360 @@
+//! `rstar eval`: k samples of every problem of a dataset, scored, with avg@k, pass@k and tool
+//! statistics (see `rstar_agent::eval` and `docs/agent.md`).
+//!
+//! The model is a directory in the HF layout (our checkpoints share it; N local engines share
+//! the CPU, each on its own thread) or the URL of an OpenAI-compatible server. Turns are
+//! dispatched over the engines by `rstar_scheduler`, tool calls run in the sandboxed pool.
+//! Writes `results.jsonl`, `trajectories.jsonl` and `summary.json` into `--out` and prints the
+//! summary table (or the summary JSON with `--json`) on stdout.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use rstar_policy::{Sampling, Tokenizer};
+use rstar_scheduler::{DispatchPolicy, KvRetention};
+
+use rstar_agent::dataset::{DatasetOptions, load_prompts_with};
+use rstar_agent::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
+use rstar_agent::episode::Limits;
+use rstar_agent::eval::{EvalOptions, EvalSummaryFile, run_eval_with_progress, write_outputs};
+use rstar_agent::remote::{RemoteEngine, RemoteEngineConfig};
+use rstar_agent::scheduled::{PoolTools, Progress, ProgressFn, ScheduleConfig};
+use rstar_agent::template::{Template, TemplateFormat};
+use rstar_agent::train::{ToolOptions, start_pool};
+
+/// Arguments of `rstar eval`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A model directory (HF layout: config.json, *.safetensors, tokenizer) or the URL of an
+    /// OpenAI-compatible server, `http://host:port[/v1]`.
+    #[arg(long)]
+    pub model: String,
+    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
+    #[arg(long, default_value = "flex")]
+    pub backend: String,
+    /// The problems: a JSONL file (../shared/datasets layout) or a verl parquet file.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Samples per problem (k of avg@k and pass@k).
+    #[arg(long, default_value_t = 1)]
+    pub samples: usize,
+    /// Engines: local model copies on their own threads, or clients of the server.
+    #[arg(long, default_value_t = 1)]
+    pub engines: usize,
+    /// How rollouts are assigned to engines: kv-aware, least-requests or static.
+    #[arg(long, default_value = "kv-aware")]
+    pub dispatch: String,
+    /// Sampling temperature; 0 decodes greedily.
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f32,
+    /// Nucleus sampling: keep the most likely tokens up to this probability mass.
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// Response budget in tokens, assistant and tool tokens together [default: 320 compact, 8192 chatml].
+    #[arg(long)]
+    pub max_response_tokens: Option<usize>,
+    /// Most assistant turns [default: 4 compact, 5 chatml].
+    #[arg(long)]
+    pub max_turns: Option<usize>,
+    /// Prompt template: compact or chatml [default: compact for the built-in character
+    /// tokenizer, chatml otherwise].
+    #[arg(long)]
+    pub template: Option<String>,
+    /// Evaluate only the first n problems.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Output directory [default: eval/<dataset name>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Keep per-token entropies and log-probabilities in trajectories.jsonl (for `rstar analyze entropy`).
+    #[arg(long)]
+    pub record_entropy: bool,
+    /// Print the summary as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Python interpreter of the tool sandbox.
+    #[arg(long, env = "RSTAR_PYTHON", default_value = "python3")]
+    pub python: PathBuf,
+    /// Tool sandbox workers [default: one per CPU].
+    #[arg(long, default_value_t = 0)]
+    pub workers: usize,
+    /// Per-call time limit of the tool, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub tool_timeout: f64,
+    /// Leave out problems whose ground truth the integer verifier cannot score (MATH-500's LaTeX
+    /// answers) instead of refusing the dataset.
+    #[arg(long)]
+    pub skip_unscorable: bool,
+    /// Seed of the sampling (each turn of each rollout derives its own).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The tokenizer of a server URL: a tokenizer.json, a model directory, or `char` for the
+    /// built-in character tokenizer (ignored for a model directory).
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+}
+
+/// Runs `rstar eval`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let policy: DispatchPolicy = args.dispatch.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--dispatch: `{}` is not one of kv-aware, least-requests, static",
+            args.dispatch
+        )
+    })?;
+    if args.samples == 0 {
+        bail!("--samples must be at least 1");
+    }
+    if args.engines == 0 {
+        bail!("--engines must be at least 1");
+    }
+    if !(args.temperature >= 0.0 && args.temperature.is_finite()) {
+        bail!(
+            "--temperature must be a finite number ≥ 0, got {}",
+            args.temperature
+        );
+    }
+    if let Some(p) = args.top_p
+        && !(p > 0.0 && p <= 1.0)
+    {
+        bail!("--top-p must be in (0, 1], got {p}");
+    }
+    let sampling = match args.top_p {
+        _ if args.temperature == 0.0 => Sampling::Greedy,
+        Some(p) => Sampling::TopP {
+            p,
+            temperature: args.temperature,
+        },
+        None => Sampling::Temperature {
+            temperature: args.temperature,
+        },
+    };
+    let remote = args.model.starts_with("http://") || args.model.starts_with("https://");
+
+    // The tokenizer and, for a local model, the model.
+    let (tokenizer, local) = if remote {
+        let Some(spec) = &args.tokenizer else {
+            bail!(
+                "--tokenizer is required with a server URL (a tokenizer.json, a model directory, or `char`)"
+            );
+        };
+        (load_tokenizer(spec)?, None)
+    } else {
+        let dir = PathBuf::from(&args.model);
+        if !dir.is_dir() {
+            bail!(
+                "--model {}: not a directory (expected a model directory with config.json and safetensors, or an http:// URL)",
+                dir.display()
+            );
+        }
+        let (model, tok) = rstar_policy::load_dir(&dir, &crate::backend::device_of(&args.backend)?)
+            .with_context(|| format!("loading the model {}", dir.display()))?;
+        (tok, Some(model))
+    };
+    let template = match args.template.as_deref() {
+        Some("compact") => TemplateFormat::Compact,
+        Some("chatml") => TemplateFormat::ChatMl,
+        Some(other) => bail!("--template: `{other}` is not one of compact, chatml"),
+        None if matches!(tokenizer, Tokenizer::Char(_)) => TemplateFormat::Compact,
+        None => TemplateFormat::ChatMl,
+    };
+    let mut limits = match template {
+        TemplateFormat::Compact => Limits::compact(),
+        TemplateFormat::ChatMl => Limits::rstar2_agent(),
+    };
+    if let Some(n) = args.max_response_tokens {
+        if n == 0 {
+            bail!("--max-response-tokens must be at least 1");
+        }
+        limits.max_response_tokens = n;
+    }
+    if let Some(n) = args.max_turns {
+        if n == 0 {
+            bail!("--max-turns must be at least 1");
+        }
+        limits.max_assistant_turns = n;
+    }
+
+    let options = DatasetOptions {
+        limit: args.limit,
+        ..DatasetOptions::new()
+    };
+    let mut prompts = load_prompts_with(&args.data, &options)?;
+    let scorable = |answer: &str| rstar_verifier::verify("", answer).is_ok();
+    if args.skip_unscorable {
+        let before = prompts.len();
+        prompts.retain(|p| scorable(&p.answer));
+        if prompts.len() < before {
+            eprintln!(
+                "{}: left out {} of {before} problems whose ground truth is not an integer",
+                args.data.display(),
+                before - prompts.len()
+            );
+        }
+    } else if let Some(p) = prompts.iter().find(|p| !scorable(&p.answer)) {
+        bail!(
+            "{}: problem `{}`: the verifier cannot score the ground truth {:?} (integers only); \
+             pass --skip-unscorable to leave such problems out",
+            args.data.display(),
+            p.id,
+            p.answer
+        );
+    }
+    if prompts.is_empty() {
+        bail!("{}: no problems to evaluate", args.data.display());
+    }
+
+    let stops: Vec<String> = Template::of(template)
+        .stop_strings()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let tokenizer = Arc::new(tokenizer);
+    let mut generators: Vec<Arc<dyn TurnGenerator>> = Vec::with_capacity(args.engines);
+    match local {
+        Some(model) => {
+            // The model's own EOS ids (HF `eos_token_id`), as `rstar serve` uses them.
+            let eos = model.config.eos_token_ids.clone();
+            for i in 0..args.engines {
+                let mut config = LocalEngineConfig::new(stops.clone());
+                config.eos = eos.clone();
+                config.sampling = sampling;
+                config.name = format!("local-{i}");
+                let need = limits.max_response_tokens as u64 + 4096;
+                config.kv_capacity = config.kv_capacity.max(need);
+                generators.push(Arc::new(LocalEngine::spawn(
+                    model.clone(),
+                    (*tokenizer).clone(),
+                    config,
+                )));
+            }
+        }
+        None => {
+            for i in 0..args.engines {
+                let mut config = RemoteEngineConfig::new(args.model.clone(), stops.clone());
+                config.sampling = sampling;
+                config.logprobs = args.record_entropy;
+                config.name = Some(format!("{}#{i}", args.model));
+                generators.push(Arc::new(RemoteEngine::new(config, Arc::clone(&tokenizer))?));
+            }
+        }
+    }
+
+    anyhow::ensure!(
+        args.tool_timeout.is_finite() && args.tool_timeout > 0.0,
+        "--tool-timeout must be a positive number of seconds (got {})",
+        args.tool_timeout
+    );
+    let pool = start_pool(&ToolOptions {
+        python: args.python.clone(),
+        workers: args.workers,
+        timeout_secs: args.tool_timeout,
+    })
+    .context("starting the tool sandbox (set --python or RSTAR_PYTHON)")?;
+    let tools = Arc::new(PoolTools {
+        pool: pool.pool().clone(),
+        timeout: Some(Duration::from_secs_f64(args.tool_timeout)),
+    });
+    let eval_options = EvalOptions {
+        samples: args.samples,
+        schedule: ScheduleConfig {
+            template,
+            limits,
+            seed: args.seed,
+            policy,
+            retention: KvRetention::Keep,
+            record_entropy: args.record_entropy,
+        },
+    };
+    let bar = progress_bar(prompts.len() * args.samples);
+    let progress: Option<ProgressFn> = bar.clone().map(|bar| {
+        Arc::new(move |p: Progress| {
+            bar.set_position(p.done as u64);
+            if p.elapsed_secs > 0.0 {
+                bar.set_message(format!(
+                    "{:.1} tok/s",
+                    p.generated_tokens as f64 / p.elapsed_secs
+                ));
+            }
+        }) as ProgressFn
+    });
+    let run = run_eval_with_progress(
+        generators,
+        SharedTokenizer(Arc::clone(&tokenizer)),
+        tools,
+        &prompts,
+        &eval_options,
+        progress,
+    );
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let run = run?;
+    let out = args.out.clone().unwrap_or_else(|| {
+        let stem = args
+            .data
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "data".into());
+        PathBuf::from("eval").join(stem)
+    });
+    let summary = EvalSummaryFile::new(
+        &run,
+        &eval_options,
+        &args.model,
+        &args.data.display().to_string(),
+    );
+    let paths = write_outputs(&out, &run, &summary)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{}", run.report.table());
+        println!(
+            "{:.1} sampled tokens/s over {:.1} s",
+            run.stats.tokens_per_sec(),
+            run.stats.generate_secs
+        );
+    }
+    eprintln!(
+        "wrote {}, {} and {}",
+        paths.results.display(),
+        paths.trajectories.display(),
+        paths.summary.display()
+    );
+    Ok(())
+}
+
+/// `char`, a tokenizer.json file, or a directory holding one.
+fn load_tokenizer(spec: &str) -> anyhow::Result<Tokenizer> {
+    if spec == "char" {
+        return Ok(Tokenizer::char());
+    }
+    let path = PathBuf::from(spec);
+    let tok = if path.is_dir() {
+        Tokenizer::from_dir(&path)
+    } else {
+        Tokenizer::from_hf_file(&path)
+    };
+    tok.with_context(|| format!("--tokenizer {spec}"))
+}
+
+/// A progress bar on stderr, or none when stderr is not a terminal.
+fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    let style = indicatif::ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {pos}/{len} rollouts  {msg}",
+    )
+    .map(|s| s.progress_chars("=> "))
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    Some(bar)
+}

@@ -1,0 +1,64 @@
+//! `rstar info`: what this binary was built with.
+
+use serde::Serialize;
+
+/// Arguments of `rstar info`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Info {
+    version: &'static str,
+    crates: Vec<&'static str>,
+    features: Vec<&'static str>,
+}
+
+fn info() -> Info {
+    Info {
+        version: rstar_agent::VERSION,
+        crates: vec![
+            "rstar-cli",
+            "rstar-agent",
+            "rstar-episode",
+            "rstar-tasks",
+            "rstar-verifier",
+            "rstar-roc",
+            "rstar-curriculum",
+            "rstar-toolenv",
+            "rstar-toolserver",
+            "rstar-scheduler",
+            "rstar-policy",
+            "rstar-grpo",
+        ],
+        features: [
+            (cfg!(feature = "flex"), "flex"),
+            (cfg!(feature = "wgpu"), "wgpu"),
+            (cfg!(feature = "cuda"), "cuda"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect(),
+    }
+}
+
+/// Runs `rstar info`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let info = info();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+    } else {
+        println!("rstar {}", info.version);
+        println!("crates:   {}", info.crates.join(", "));
+        let features = if info.features.is_empty() {
+            "(none)".to_string()
+        } else {
+            info.features.join(", ")
+        };
+        println!("features: {features}");
+    }
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! The `rstar` command line: one module per subcommand, dispatched from [`main`].
+//!
+//! Each subcommand module exposes a clap `Args` struct and a `run(args)`
+//! function returning `anyhow::Result<()>`; this file only wires them together,
+//! so adding a subcommand is one enum variant and one match arm.
+//!
+//! This crate is the workspace's edge: clap, anyhow, indicatif and tracing-subscriber are
+//! dependencies of it and of no library crate, and the Burn backend is chosen here
+//! (`--backend flex|wgpu|cuda` on `train`, `eval` and `serve`; features `flex` (default),
+//! `wgpu`, `cuda`). It is **not** a library to build on: use `rstar-agent` and the crates under
+//! it. The `rstar` binary is `src/main.rs`, a one-line shell over [`main`].
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod analyze;
+pub mod backend;
+mod curriculum;
+mod eval;
+mod info;
+mod report;
+mod roc;
+mod serve;
+mod show;
+mod simulate;
+mod tasks;
+mod tools;
+mod tools_serve;
+mod train;
+mod verify;
+
+/// rStar2-Agent in Rust: train and evaluate LLM agents that reason with a Python tool.
+#[derive(Debug, Parser)]
+#[command(name = "rstar", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// Log level filter (also read from RUST_LOG), e.g. `info` or `rstar_toolenv=debug`.
+    #[arg(long, global = true, default_value = "warn", env = "RSTAR_LOG")]
+    pub log: String,
+
+    /// The subcommand to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Every `rstar` subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the version, the workspace crates built in and the enabled features.
+    Info(info::Args),
+    /// Score JSONL responses against integer answers (one JSON verdict a line; summary on stderr).
+    Verify(verify::Args),
+    /// Down-sample JSONL rollout groups with Resample-on-Correct (kept lines on stdout, metrics on stderr).
+    Roc(roc::Args),
+    /// Show a staged curriculum (`show`) or write a dataset's hard problems from rollouts (`filter`).
+    Curriculum(curriculum::Args),
+    /// The sandboxed Python pool: run JSONL calls (`run`), report isolation (`doctor`), serve HTTP (`serve`).
+    Tools(tools::Args),
+    /// Print one rollout of a trajectory JSONL: turns, tool calls and results coloured, stop reason, reward.
+    Show(show::Args),
+    /// Analyse trajectories: `entropy` splits high-entropy tokens into reasoning, after-tool and code.
+    Analyze(analyze::Args),
+    /// Serve a model over the OpenAI-compatible API (/v1/completions, /v1/chat/completions).
+    Serve(serve::Args),
+    /// Simulate rollout dispatch (static, least-requests, kv-aware) on a cluster preset.
+    Simulate(simulate::Args),
+    /// Evaluate a model directory or server on a dataset: avg@k, pass@k, tool statistics (results, trajectories, summary).
+    Eval(eval::Args),
+    /// Write problems of the embedded task set (train, held-out or held-out-kinds split) as dataset JSONL.
+    Tasks(tasks::Args),
+    /// Train the embedded default: SFT, then staged GRPO-RoC, with held-out evaluations (`runs/<name>/`).
+    Train(train::Args),
+    /// Write a run's self-contained HTML report (config, evaluations, plots, trajectories; two runs: compared).
+    Report(report::Args),
+}
+
+/// Parses the process arguments, runs the chosen subcommand and maps errors to
+/// a non-zero exit code with the whole error chain on stderr.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.log);
+    let result = match cli.command {
+        Command::Info(args) => info::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Roc(args) => roc::run(args),
+        Command::Curriculum(args) => curriculum::run(args),
+        Command::Tools(args) => tools::run(args),
+        Command::Simulate(args) => simulate::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Show(args) => show::run(args),
+        Command::Analyze(args) => analyze::run(args),
+        Command::Train(args) => train::run(args),
+        Command::Eval(args) => eval::run(args),
+        Command::Tasks(args) => tasks::run(args),
+        Command::Report(args) => report::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
+    // A second initialisation (tests calling `main` twice) is harmless.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Waits for SIGINT (Ctrl-C) or SIGTERM: how the serving subcommands know to shut down.
+pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
+    use anyhow::Context;
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

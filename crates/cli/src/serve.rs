@@ -1,0 +1,108 @@
+//! `rstar serve`: a policy (an HF model directory or one of our checkpoints) behind the
+//! OpenAI-compatible API (`/v1/completions`, `/v1/chat/completions`, `/v1/models`, `/health`);
+//! see [`rstar_agent::serve`] and `docs/serve.md`.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use rstar_agent::serve::{ServeConfig, start};
+use rstar_agent::template::TemplateFormat;
+
+/// The chat layout of `/v1/chat/completions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TemplateArg {
+    /// ChatML, as Qwen chat models and our reference template write it.
+    Chatml,
+    /// The compact `Q:`/`A:`/`O:` layout of the embedded character model.
+    Compact,
+}
+
+/// Arguments of `rstar serve`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The model: an HF directory (config.json, *.safetensors, tokenizer.json) or one of our
+    /// checkpoints (the same layout).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
+    #[arg(long, default_value = "flex")]
+    pub backend: String,
+    /// Port to listen on (0 picks a free one and prints it).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// The model's name in the API [default: the --model argument as given].
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Engines, each with its own copy of the model (one per GPU; several share the CPU).
+    #[arg(long, default_value_t = 1)]
+    pub engines: usize,
+    /// The most sequences one engine generates in one batch.
+    #[arg(long, default_value_t = 64)]
+    pub max_batch: usize,
+    /// Milliseconds an engine waits after the first request for others to join its batch.
+    #[arg(long, default_value_t = 2)]
+    pub gather_ms: u64,
+    /// The chat layout of /v1/chat/completions.
+    #[arg(long, value_enum, default_value_t = TemplateArg::Chatml)]
+    pub template: TemplateArg,
+    /// `max_tokens` of a completion request that gives none (OpenAI's default).
+    #[arg(long, default_value_t = 16)]
+    pub default_max_tokens: usize,
+    /// The most choices generated or waiting at once over all requests; more are answered 429.
+    #[arg(long, default_value_t = 1024)]
+    pub max_in_flight: usize,
+}
+
+/// Runs `rstar serve` until SIGINT or SIGTERM, then lets in-flight requests finish and exits.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.engines >= 1, "--engines must be at least 1");
+    anyhow::ensure!(args.max_batch >= 1, "--max-batch must be at least 1");
+    anyhow::ensure!(
+        args.max_in_flight >= 1,
+        "--max-in-flight must be at least 1"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: Args) -> anyhow::Result<()> {
+    let device = crate::backend::device_of(&args.backend)?;
+    let (model, tokenizer) = rstar_policy::load_dir(&args.model, &device)
+        .with_context(|| format!("loading the model from {}", args.model.display()))?;
+    let name = args
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| args.model.display().to_string());
+    let max_len = model.config.max_position_embeddings;
+    let mut config = ServeConfig::new(name.clone());
+    config.host = args.host;
+    config.port = args.port;
+    config.engines = args.engines;
+    config.max_batch = args.max_batch;
+    config.gather = Duration::from_millis(args.gather_ms);
+    config.default_max_tokens = args.default_max_tokens;
+    config.max_in_flight = args.max_in_flight;
+    config.template = match args.template {
+        TemplateArg::Chatml => TemplateFormat::ChatMl,
+        TemplateArg::Compact => TemplateFormat::Compact,
+    };
+    let server = start(model, tokenizer, config).await?;
+    eprintln!(
+        "rstar serve: listening on {} (model `{name}`, context {max_len} tokens, {} engine(s))",
+        server.url(),
+        args.engines
+    );
+    super::wait_for_signal().await?;
+    eprintln!("rstar serve: shutting down, letting in-flight requests finish");
+    server.shutdown().await?;
+    eprintln!("rstar serve: stopped");
+    Ok(())
+}

@@ -1,0 +1,379 @@
+//! `rstar train`: SFT, then staged GRPO-RoC, on the CPU (`flex`) or a GPU (`wgpu`).
+//!
+//! Writes `runs/<preset>` (or `--out DIR`): the resolved config, SFT and RL metrics as JSONL,
+//! evaluations, plots, checkpoints and sample trajectories (see `rstar_agent::train`), and
+//! prints the table of held-out accuracy and tool error rate after SFT and after each stage.
+//! `--resume RUN_DIR` continues a run from its last checkpoint; `rstar train plot RUN_DIR`
+//! redraws a run's plots, `rstar train tensorboard RUN_DIR` writes its TensorBoard events from
+//! its JSONL files. A run writes TensorBoard events as it goes (`<out>/tb`, or
+//! `--tensorboard DIR`) and its report (`<out>/report.html`, see `rstar report`) at the end.
+//! On a terminal, SFT and RL steps show progress bars on stderr; on anything else one line per
+//! step.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use rstar_agent::train::rl::StepRecord;
+use rstar_agent::train::sft::SftStep;
+use rstar_agent::train::{
+    self as trainer, Observer, RolloutDriver, RunOptions, SftOptions, TrainConfig,
+};
+use rstar_scheduler::DispatchPolicy;
+
+/// Arguments of `rstar train`.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    /// `plot RUN_DIR`: redraw a run's plots; `tensorboard RUN_DIR`: write its TensorBoard
+    /// events (instead of training).
+    #[command(subcommand)]
+    pub action: Option<Action>,
+    /// The preset: `smoke` (CI, seconds), `tiny` (the embedded default, minutes) or
+    /// `rstar2-agent` (the paper's hyperparameters; needs --model and --data) [default: tiny].
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// A JSON config file (the layout of `runs/<name>/config.json`); replaces `--preset`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The run directory [default: runs/<preset>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue the run in this directory from its last checkpoint, with its saved config.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub resume: Option<PathBuf>,
+    /// Seed of everything random.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Ablation: plain GRPO on G samples instead of GRPO-RoC (2G rolled out, G kept).
+    #[arg(long)]
+    pub no_roc: bool,
+    /// SFT steps (overrides the preset).
+    #[arg(long)]
+    pub sft_steps: Option<usize>,
+    /// Start from a model directory (an HF checkpoint with its tokenizer, or ours, e.g.
+    /// runs/tiny/checkpoints/sft) instead of a random character model.
+    #[arg(long, visible_alias = "init", value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Train and evaluate on the problems of this dataset file instead of the embedded tasks.
+    #[arg(long, value_name = "FILE")]
+    pub data: Option<PathBuf>,
+    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
+    #[arg(long, default_value = "flex")]
+    pub backend: String,
+    /// RL learning rate (overrides the preset).
+    #[arg(long)]
+    pub rl_lr: Option<f64>,
+    /// How RL steps roll out their groups: `lockstep` (one batched generation call per round;
+    /// bit-reproducible) or `scheduled` (local engines with copies of the policy, each rollout
+    /// on its own, per-turn seeds) [default: the preset's, lockstep].
+    #[arg(long, value_name = "DRIVER")]
+    pub rollout: Option<RolloutDriver>,
+    /// `--rollout scheduled`: local engines [default: 1].
+    #[arg(long, value_name = "N")]
+    pub engines: Option<usize>,
+    /// `--rollout scheduled`: `static`, `least-requests` or `kv-aware` [default: kv-aware].
+    #[arg(long, value_name = "POLICY")]
+    pub dispatch: Option<DispatchPolicy>,
+    /// Keep per-token entropies, log-probabilities and token texts in samples.jsonl (for
+    /// `rstar analyze entropy`); without it they are stripped.
+    #[arg(long)]
+    pub record_entropy: bool,
+    /// Write the resumable checkpoint every N SFT and RL steps (and after every evaluation)
+    /// [default: 1; 10 with `--preset rstar2-agent`].
+    #[arg(long, value_name = "N")]
+    pub checkpoint_every: Option<usize>,
+    /// Python interpreter of the tool sandbox.
+    #[arg(long, env = "RSTAR_PYTHON")]
+    pub python: Option<PathBuf>,
+    /// Tool sandbox workers [default: one per CPU].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Where to write TensorBoard event files [default: <out>/tb]; one directory per run
+    /// (a resume replaces the event files this trainer wrote there).
+    #[arg(long, value_name = "DIR")]
+    pub tensorboard: Option<PathBuf>,
+    /// Print the final report as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Test hook: stop (as if killed) after this many SFT steps of the run.
+    #[arg(long, hide = true)]
+    pub stop_after_sft_steps: Option<usize>,
+    /// Test hook: stop (as if killed) after this many RL steps of the run.
+    #[arg(long, hide = true)]
+    pub stop_after_rl_steps: Option<u64>,
+}
+
+/// Subcommands of `rstar train`.
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Redraw `RUN_DIR/plots/*.svg` from `RUN_DIR/metrics.jsonl`.
+    Plot {
+        /// The run directory.
+        run: PathBuf,
+    },
+    /// Write TensorBoard events of `RUN_DIR`'s JSONL files (metrics, SFT metrics,
+    /// evaluations, sampled trajectories) to `RUN_DIR/tb` (replacing the events written there
+    /// by a previous conversion or by the trainer).
+    Tensorboard {
+        /// The run directory.
+        run: PathBuf,
+        /// The event directory [default: RUN_DIR/tb].
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+}
+
+pub use crate::backend::device_of;
+
+/// Progress on stderr: bars on a terminal (log lines printed above them), plain lines
+/// otherwise.
+struct Progress {
+    tty: bool,
+    bar: Option<(&'static str, ProgressBar)>,
+}
+
+impl Progress {
+    fn bar(&mut self, kind: &'static str, len: Option<u64>) -> &ProgressBar {
+        if self.bar.as_ref().map(|(k, _)| *k) != Some(kind) {
+            if let Some((_, old)) = self.bar.take() {
+                old.finish_and_clear();
+            }
+            let template = match len {
+                Some(_) => "{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} eta {eta} {msg}",
+                None => "{prefix} {spinner} {pos} steps {elapsed_precise} {msg}",
+            };
+            let bar = match len {
+                Some(n) => ProgressBar::new(n),
+                None => ProgressBar::new_spinner(),
+            };
+            bar.set_style(
+                ProgressStyle::with_template(template)
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar.set_prefix(kind);
+            self.bar = Some((kind, bar));
+        }
+        &self.bar.as_ref().expect("set above").1
+    }
+
+    fn finish(&mut self) {
+        if let Some((_, bar)) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn log(&mut self, line: &str) {
+        match &self.bar {
+            Some((_, bar)) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn sft_step(&mut self, step: &SftStep, options: &SftOptions) {
+        if !self.tty {
+            if trainer::sft_logged(step, options) {
+                eprintln!("{}", trainer::sft_line(step, options.steps));
+            }
+            return;
+        }
+        let bar = self.bar("sft", Some(options.steps as u64));
+        bar.set_position(step.step as u64);
+        bar.set_message(format!("loss {:.3}, lr {:.2e}", step.loss, step.lr));
+        if trainer::sft_logged(step, options) {
+            bar.println(trainer::sft_line(step, options.steps));
+        }
+        if step.step == options.steps {
+            self.finish();
+        }
+    }
+
+    fn rl_step(&mut self, record: &StepRecord, total: Option<u64>) {
+        let line = trainer::rl_line(record);
+        if !self.tty {
+            eprintln!("{line}");
+            return;
+        }
+        let bar = self.bar("rl", total);
+        bar.println(line);
+        bar.set_position(record.step);
+        bar.set_message(format!(
+            "[{}] reward {:.3}, kept {:.3}, tool errors {:.1}%",
+            record.stage_name,
+            record.all.accuracy,
+            record.kept.accuracy,
+            100.0 * record.all.tool_error_rate
+        ));
+        if record.decision == "finish" {
+            self.finish();
+        }
+    }
+}
+
+/// The flags that change a run's config; refused with `--resume`.
+fn config_flags(args: &Args) -> Vec<&'static str> {
+    let mut set = Vec::new();
+    let flags = [
+        ("--preset", args.preset.is_some()),
+        ("--config", args.config.is_some()),
+        ("--out", args.out.is_some()),
+        ("--seed", args.seed.is_some()),
+        ("--no-roc", args.no_roc),
+        ("--sft-steps", args.sft_steps.is_some()),
+        ("--model", args.model.is_some()),
+        ("--data", args.data.is_some()),
+        ("--rl-lr", args.rl_lr.is_some()),
+        ("--rollout", args.rollout.is_some()),
+        ("--engines", args.engines.is_some()),
+        ("--dispatch", args.dispatch.is_some()),
+        ("--record-entropy", args.record_entropy),
+        ("--checkpoint-every", args.checkpoint_every.is_some()),
+    ];
+    for (flag, given) in flags {
+        if given {
+            set.push(flag);
+        }
+    }
+    set
+}
+
+/// Runs `rstar train`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(Action::Plot { run }) = &args.action {
+        let files = trainer::plots::draw(run)
+            .with_context(|| format!("plots of the run in {}", run.display()))?;
+        for f in files {
+            println!("{}", f.display());
+        }
+        return Ok(());
+    }
+    if let Some(Action::Tensorboard { run, out }) = &args.action {
+        let dir = out.clone().unwrap_or_else(|| run.join("tb"));
+        let (file, counts) = rstar_agent::analysis::tensorboard::convert(run, &dir)
+            .with_context(|| format!("TensorBoard events of the run in {}", run.display()))?;
+        eprintln!(
+            "{} scalars and {} texts (`tensorboard --logdir {}`)",
+            counts.scalars,
+            counts.texts,
+            dir.display()
+        );
+        println!("{}", file.display());
+        return Ok(());
+    }
+    let device = device_of(&args.backend)?;
+    let options = RunOptions {
+        stop_after_sft_steps: args.stop_after_sft_steps,
+        stop_after_rl_steps: args.stop_after_rl_steps,
+        python: args.python.clone(),
+        workers: args.workers,
+        tensorboard: args.tensorboard.clone(),
+    };
+    let mut progress = Progress {
+        tty: std::io::stderr().is_terminal(),
+        bar: None,
+    };
+    let (report, out) = if let Some(dir) = &args.resume {
+        let refused = config_flags(&args);
+        if !refused.is_empty() {
+            bail!(
+                "--resume continues {} with the config saved there; {} would change it (start a new run with --out instead)",
+                dir.display(),
+                refused.join(", ")
+            );
+        }
+        let report = trainer::resume(dir, &device, &options, &mut progress)
+            .with_context(|| format!("resuming the training run in {}", dir.display()))?;
+        (report, dir.clone())
+    } else {
+        let mut config = match &args.config {
+            Some(path) => TrainConfig::from_json_file(path)?,
+            None => TrainConfig::preset(args.preset.as_deref().unwrap_or("tiny"))?,
+        };
+        if let Some(seed) = args.seed {
+            config.seed = seed;
+        }
+        if args.no_roc {
+            config.rl.roc = false;
+        }
+        if let Some(steps) = args.sft_steps {
+            config.sft.steps = steps;
+        }
+        if let Some(dir) = &args.model {
+            config.init = Some(dir.clone());
+        }
+        if let Some(file) = &args.data {
+            config.data = Some(file.clone());
+        }
+        if let Some(lr) = args.rl_lr {
+            config.rl.lr = lr;
+        }
+        if let Some(driver) = args.rollout {
+            config.rl.rollout_driver = driver;
+        }
+        if let Some(engines) = args.engines {
+            config.rl.engines = engines;
+        }
+        if let Some(policy) = args.dispatch {
+            config.rl.dispatch = policy;
+        }
+        if args.record_entropy {
+            config.record_entropy = true;
+        }
+        if let Some(every) = args.checkpoint_every {
+            config.checkpoint_every = every;
+        }
+        if let Some(python) = &args.python {
+            config.tools.python = python.clone();
+        }
+        if let Some(workers) = args.workers {
+            config.tools.workers = workers;
+        }
+        config.validate()?;
+        let out = args.out.clone().unwrap_or_else(|| {
+            PathBuf::from("runs").join(if config.rl.roc {
+                config.preset.clone()
+            } else {
+                format!("{}-no-roc", config.preset)
+            })
+        });
+        let report = trainer::run_with(&config, &out, &device, &options, &mut progress)
+            .with_context(|| format!("training run in {}", out.display()))?;
+        (report, out)
+    };
+    progress.finish();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+        println!(
+            "sft {:.2} steps/s; rl {:.1}s/step, rollout {:.0} tokens/s; {} RL steps; {:.1}s; artefacts in {}{}",
+            report.sft_steps_per_sec,
+            report.rl_step_secs,
+            report.rollout_tokens_per_sec,
+            report.rl_steps,
+            report.total_secs,
+            out.display(),
+            if report.finished {
+                String::new()
+            } else {
+                format!(
+                    " (stopped early: `rstar train --resume {}` continues)",
+                    out.display()
+                )
+            }
+        );
+    }
+    // The report page: its path on the last line (what `cargo xtask train` ends with).
+    let page = out.join("report.html");
+    match rstar_agent::analysis::report::write(std::slice::from_ref(&out), &page) {
+        Ok(_) if args.json => eprintln!("report: {}", page.display()),
+        Ok(_) => println!("report: {}", page.display()),
+        Err(e) => eprintln!("report not written: {e}"),
+    }
+    Ok(())
+}

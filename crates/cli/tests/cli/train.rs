@@ -1,0 +1,159 @@
+//! `rstar train` end to end: the smoke preset (shrunk further for debug builds) writes every
+//! artefact and the table; bad arguments fail with a named field.
+
+use std::process::Command;
+
+use rstar_agent::train::{EvalRow, TrainConfig};
+use serde_json::Value;
+
+use super::train_common::small_smoke_config;
+
+pub(super) fn rstar(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rstar"))
+        .args(args)
+        .env("RSTAR_PYTHON", rstar_testdata::python())
+        .output()
+        .expect("the rstar binary runs");
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn smoke_run_writes_metrics_evaluations_checkpoints_and_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = small_smoke_config(dir.path());
+    let out = dir.path().join("run");
+    let (ok, stdout, stderr) = rstar(&[
+        "train",
+        "--config",
+        config_path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--seed",
+        "3",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("| phase |") && stdout.contains("| sft |"),
+        "{stdout}"
+    );
+    for stage in ["short", "long", "hard"] {
+        assert!(stdout.contains(&format!("| stage {stage} |")), "{stdout}");
+        assert!(
+            out.join("checkpoints")
+                .join(format!("stage-{stage}"))
+                .join("config.json")
+                .exists()
+        );
+    }
+    let saved: TrainConfig =
+        serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(saved.seed, 3);
+    let sft = std::fs::read_to_string(out.join("sft_metrics.jsonl")).unwrap();
+    assert_eq!(sft.lines().count(), 8);
+    let metrics: Vec<Value> = std::fs::read_to_string(out.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Two steps in each of three stages; the curriculum's decision on each.
+    assert_eq!(metrics.len(), 6);
+    let decisions: Vec<&str> = metrics
+        .iter()
+        .map(|m| m["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            "stay",
+            "advance to `long`",
+            "stay",
+            "advance to `hard` (optimizer reset)",
+            "stay",
+            "finish"
+        ]
+    );
+    for m in &metrics {
+        for key in [
+            "clip_frac",
+            "ppo_kl",
+            "entropy",
+            "time_rollout",
+            "time_tools",
+            "time_update",
+        ] {
+            assert!(m[key].is_number(), "{key} in {m}");
+        }
+        assert!(m["all"]["tool_error_rate_success"].is_number());
+        assert_eq!(m["rollouts"], 2 * 2 * 2);
+    }
+    let evals: Vec<EvalRow> = std::fs::read_to_string(out.join("eval.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(evals.len(), 4);
+    assert_eq!(
+        evals.iter().map(|e| e.rl_steps).collect::<Vec<_>>(),
+        [0, 2, 4, 6]
+    );
+    assert!(evals.iter().all(|e| e.greedy.count == 4));
+    let samples = std::fs::read_to_string(out.join("samples.jsonl")).unwrap();
+    assert_eq!(samples.lines().count(), 4);
+    assert!(out.join("sft_corpus.jsonl").exists());
+}
+
+#[test]
+fn a_bad_preset_is_named() {
+    let (ok, _, stderr) = rstar(&["train", "--preset", "huge", "--out", "/nonexistent/x"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("`preset`") && stderr.contains("huge"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--preset",
+        "rstar2-agent",
+        "--out",
+        "/nonexistent/x",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("`init`") && stderr.contains("--model"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--preset",
+        "rstar2-agent",
+        "--model",
+        "/nonexistent/model",
+        "--out",
+        "/nonexistent/x",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("`data`") && stderr.contains("--data"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = rstar(&["train", "--backend", "tpu", "--out", "/nonexistent/x"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("`tpu`") && stderr.contains("`wgpu`"),
+        "{stderr}"
+    );
+    #[cfg(not(feature = "wgpu"))]
+    {
+        let (ok, _, stderr) = rstar(&["train", "--backend", "wgpu", "--out", "/nonexistent/x"]);
+        assert!(!ok);
+        assert!(stderr.contains("without the `wgpu` feature"), "{stderr}");
+    }
+}

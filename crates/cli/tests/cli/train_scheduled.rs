@@ -1,0 +1,279 @@
+//! RL steps through the scheduled driver (`rl.rollout_driver: "scheduled"`, `rstar train
+//! --rollout scheduled`) and `rstar train --record-entropy`: per-turn seeds make the rollouts of
+//! a step independent of the engine count, a smoke run writes the usual artefacts with sane
+//! metrics, and the sample trajectories keep per-token statistics only when asked.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::optim::ModuleOptimizer;
+use rstar_agent::episode::Trajectory;
+use rstar_agent::scheduled::{AsyncTools, PoolTools};
+use rstar_agent::train::rl::{self, StepInputs, StepRecord};
+use rstar_agent::train::{RolloutDriver, TrainConfig, optim::adamw};
+use rstar_curriculum::{CurriculumConfig, Stage};
+use rstar_policy::{Qwen, Tokenizer};
+use rstar_scheduler::DispatchPolicy;
+use serde_json::Value;
+
+use super::train::rstar;
+use super::train_common::{jsonl, overfit_trainable, pool, prompts, tasks, tiny_config, tools};
+
+fn scheduled_step(
+    model: Qwen,
+    engines: usize,
+    dispatch: DispatchPolicy,
+) -> (StepRecord, Vec<Trajectory>) {
+    let ts = tasks(3, 8);
+    let mut options = TrainConfig::smoke().rl;
+    options.group_size = 2;
+    options.prompts_per_step = 3;
+    options.rollout_driver = RolloutDriver::Scheduled;
+    options.engines = engines;
+    options.dispatch = dispatch;
+    let stage = Stage::new("s", 120, 3).steps(1);
+    let pool_now = prompts(&ts);
+    let mut optimizer: ModuleOptimizer = adamw(0.0);
+    let inputs = StepInputs {
+        step: 1,
+        stage: &stage,
+        stage_index: 0,
+        pool: &pool_now,
+        options: &options,
+        seed: 11,
+        template: rstar_agent::template::TemplateFormat::Compact,
+    };
+    let async_tools: Arc<dyn AsyncTools> = Arc::new(PoolTools {
+        pool: pool().pool().clone(),
+        timeout: None,
+    });
+    let (_, record, trajectories) = rl::step_with(
+        model,
+        &mut optimizer,
+        &Tokenizer::char(),
+        &inputs,
+        &mut tools(),
+        Some(async_tools),
+    )
+    .unwrap();
+    (record, trajectories)
+}
+
+#[test]
+fn a_scheduled_step_samples_the_same_tokens_with_one_or_two_engines() {
+    let model = overfit_trainable(&tasks(3, 8), 100);
+    let (one, a) = scheduled_step(model.clone(), 1, DispatchPolicy::KvAware);
+    let (two, b) = scheduled_step(model, 2, DispatchPolicy::LeastRequests);
+    // 3 prompts × 2G = 12 rollouts, prompt-major, samples 0..4 of each prompt.
+    assert_eq!(one.rollouts, 12);
+    assert_eq!(a.len(), 12);
+    assert_eq!(one.all.count, 12);
+    for (i, t) in a.iter().enumerate() {
+        assert_eq!(t.sample as usize, i % 4, "{}", t.id);
+        assert_eq!(t.id, a[i - i % 4].id);
+        assert!(t.response_ids.len() <= 120);
+        assert_eq!(t.loss_mask.len(), t.response_ids.len());
+        let r = t.reward.expect("scored");
+        assert!(r == 0.0 || r == 1.0, "reward {r}");
+        // The scheduled driver keeps no per-token statistics for training.
+        assert!(t.entropies.is_empty() && t.token_texts.is_empty());
+    }
+    // The policy writes the format: the rollouts go through the sandbox.
+    assert!(a.iter().any(|t| !t.tool_calls.is_empty()));
+    // The same per-turn seeds: the same tokens, whichever engine wrote a turn.
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((&x.id, x.sample), (&y.id, y.sample));
+        assert_eq!(x.prompt_ids, y.prompt_ids);
+        assert_eq!(
+            x.response_ids, y.response_ids,
+            "`{}` sample {}",
+            x.id, x.sample
+        );
+        assert_eq!(x.reward, y.reward);
+    }
+    assert_eq!(one.all, two.all);
+    assert_eq!(one.kept.count, two.kept.count);
+    // RoC keeps G of 2G in every group that survives equal-reward rejection.
+    assert_eq!(one.kept.count, (3 - one.equal_reward_groups) * 2, "{one:?}");
+    assert!((0.0..=1.0).contains(&one.all.accuracy));
+    assert!(one.time_rollout > 0.0 && one.time_tools >= 0.0);
+}
+
+/// The smoke preset shrunk for debug builds, `stages` and `problems` held-out problems.
+fn config_file(dir: &Path, stages: Vec<Stage>, problems: usize) -> String {
+    let mut config = TrainConfig::smoke();
+    config.model = tiny_config();
+    config.sft.steps = 6;
+    config.sft.corpus_size = 8;
+    config.tools.workers = 2;
+    config.eval.problems = problems;
+    config.curriculum = CurriculumConfig { stages };
+    let path = dir.join("config.json");
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_smoke_run_with_scheduled_rollouts_writes_the_usual_files_without_entropies() {
+    let dir = tempfile::tempdir().unwrap();
+    let stages = vec![
+        Stage::new("short", 96, 2).steps(1),
+        Stage::new("hard", 128, 3).steps(1).hard(2, 1.0),
+    ];
+    let config = config_file(dir.path(), stages, 3);
+    let out = dir.path().join("run");
+    let (ok, stdout, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        out.to_str().unwrap(),
+        "--rollout",
+        "scheduled",
+        "--engines",
+        "2",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("| stage short |") && stdout.contains("| stage hard |"));
+    let saved: TrainConfig =
+        serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(saved.rl.rollout_driver, RolloutDriver::Scheduled);
+    assert_eq!(saved.rl.engines, 2);
+    assert!(!saved.record_entropy);
+    let metrics: Vec<Value> = jsonl(&out.join("metrics.jsonl"));
+    assert_eq!(metrics.len(), 2);
+    for m in &metrics {
+        // smoke: 2 prompts × 2G (G = 2).
+        assert_eq!(m["rollouts"], 8);
+        assert_eq!(m["all"]["count"], 8);
+        let kept = m["kept"]["count"].as_u64().unwrap();
+        let dropped = m["equal_reward_groups"].as_u64().unwrap();
+        assert_eq!(kept, (2 - dropped) * 2, "{m}");
+        for key in ["accuracy", "tool_error_rate", "truncation_rate"] {
+            let v = m["all"][key].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&v), "{key} {v} in {m}");
+        }
+        assert!(m["time_rollout"].as_f64().unwrap() > 0.0);
+        assert_eq!(m["updates"].as_u64().unwrap() > 0, kept > 0, "{m}");
+    }
+    assert_eq!(jsonl::<Value>(&out.join("eval.jsonl")).len(), 3);
+    let samples: Vec<Value> = jsonl(&out.join("samples.jsonl"));
+    assert_eq!(samples.len(), 3);
+    for s in &samples {
+        let r = s["reward"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&r));
+        for key in ["entropies", "token_logprobs", "token_texts"] {
+            assert!(s.get(key).is_none(), "{key} kept without --record-entropy");
+        }
+    }
+    for file in ["sft_corpus.jsonl", "sft_metrics.jsonl", "plots"] {
+        assert!(out.join(file).exists(), "{file}");
+    }
+    assert!(out.join("checkpoints/stage-hard/config.json").exists());
+}
+
+#[test]
+fn record_entropy_keeps_statistics_that_analyze_entropy_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), vec![Stage::new("short", 96, 2).steps(1)], 2);
+    let out = dir.path().join("run");
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        out.to_str().unwrap(),
+        "--record-entropy",
+    ]);
+    assert!(ok, "{stderr}");
+    let samples_path = out.join("samples.jsonl");
+    let trajectories =
+        Trajectory::read_jsonl(&samples_path).expect("samples.jsonl reads as trajectories");
+    assert_eq!(trajectories.len(), 2);
+    for t in &trajectories {
+        let n = t.assistant_token_count();
+        assert!(n > 0);
+        assert_eq!(t.entropies.len(), n);
+        assert_eq!(t.token_logprobs.len(), n);
+        assert_eq!(t.token_texts.len(), n);
+        assert!(t.entropies.iter().all(|e| e.is_finite() && *e >= 0.0));
+        assert!(t.token_logprobs.iter().all(|l| l.is_finite() && *l <= 0.0));
+    }
+    let (ok, stdout, stderr) = rstar(&[
+        "analyze",
+        "entropy",
+        samples_path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let tokens: usize = trajectories.iter().map(|t| t.entropies.len()).sum();
+    assert_eq!(report["trajectories"], 2, "{stdout}");
+    assert_eq!(report["without_entropies"], 0, "{stdout}");
+    assert_eq!(report["tokens"], tokens, "{stdout}");
+}
+
+#[test]
+fn resume_refuses_the_new_config_flags() {
+    for flags in [
+        &["--rollout", "scheduled"][..],
+        &["--engines", "2"],
+        &["--record-entropy"],
+    ] {
+        let mut args = vec!["train", "--resume", "/nonexistent/run"];
+        args.extend_from_slice(flags);
+        let (ok, _, stderr) = rstar(&args);
+        assert!(!ok);
+        assert!(
+            stderr.contains(flags[0]) && stderr.contains("would change it"),
+            "{stderr}"
+        );
+    }
+    let (ok, _, stderr) = rstar(&["train", "--rollout", "async", "--out", "/nonexistent/x"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("`async`") && stderr.contains("scheduled"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn configs_without_the_new_fields_still_read_and_a_bad_driver_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut value = serde_json::to_value(TrainConfig::smoke()).unwrap();
+    for key in ["rollout_driver", "engines", "dispatch"] {
+        value["rl"].as_object_mut().unwrap().remove(key).unwrap();
+    }
+    value
+        .as_object_mut()
+        .unwrap()
+        .remove("record_entropy")
+        .unwrap();
+    let path = dir.path().join("old.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let old = TrainConfig::from_json_file(&path).unwrap();
+    assert_eq!(old.rl.rollout_driver, RolloutDriver::Lockstep);
+    assert_eq!(old.rl.engines, 1);
+    assert_eq!(old.rl.dispatch, DispatchPolicy::KvAware);
+    assert!(!old.record_entropy);
+    assert_eq!(old, TrainConfig::smoke());
+
+    value["rl"]["rollout_driver"] = "async".into();
+    std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let err = TrainConfig::from_json_file(&path).unwrap_err().to_string();
+    assert!(err.contains("old.json") && err.contains("`async`"), "{err}");
+    let line = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("\"async\""))
+        .unwrap()
+        + 1;
+    assert!(err.contains(&format!("old.json:{line}:")), "{err}");
+
+    value["rl"]["rollout_driver"] = "scheduled".into();
+    value["rl"]["engines"] = 0.into();
+    std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let err = TrainConfig::from_json_file(&path).unwrap_err().to_string();
+    assert!(err.contains("`rl.engines`"), "{err}");
+}

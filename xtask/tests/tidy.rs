@@ -1,0 +1,572 @@
+//! Tidy: the workspace's structural invariants as tests (rust-analyzer's pattern), run by
+//! `cargo test --workspace` (and so by `cargo xtask ci`).
+//!
+//! Each check is a function from the repository root to a list of violations, so that the
+//! `planted_*` tests can run it on a scratch tree holding one violation and see it fail; the
+//! `workspace_*` tests run it on this checkout and print every violation with its file and line.
+//!
+//! The invariants (see `docs/ARCHITECTURE.md`):
+//! - leaf crates build no tensor library: no Burn in the manifests of the verifier, toolenv,
+//!   toolserver, roc, scheduler, curriculum, episode and tasks crates, and `cargo tree` of
+//!   `rstar-episode` and `rstar-tasks` holds no burn, tokio, axum, hyper or clap;
+//! - processes are spawned only by the sandbox: no `Command::new` and no `fork(` outside
+//!   `crates/toolenv`, `xtask`, benches and tests;
+//! - no library crate enables a Burn backend by default (only the binary, `rstar-cli`, does);
+//! - every `#[allow]` says why, in a comment on its line or the line above;
+//! - every `.rs` file opens with a `//!` line, and every crate has a `//!` header in its
+//!   `lib.rs` (or `main.rs`) and a runnable example in `examples/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository root (xtask's parent).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits in the repository root")
+        .to_path_buf()
+}
+
+/// Every file under `dir` whose name ends with `suffix`, skipping `target` and hidden folders.
+fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "target" && !name.starts_with('.') {
+                    stack.push(path);
+                }
+            } else if name.ends_with(suffix) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The crates under `crates/`, as their folders.
+fn crate_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("Cargo.toml").is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+fn rel(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Fails with every violation listed.
+fn assert_clean(check: &str, violations: &[String]) {
+    assert!(
+        violations.is_empty(),
+        "tidy: {check}: {} violation(s):\n  {}",
+        violations.len(),
+        violations.join("\n  ")
+    );
+}
+
+/// The dependency names of a manifest (every `[*dependencies]` table, `[target.*]` included).
+fn dependencies(manifest: &str) -> Vec<(usize, String)> {
+    let mut in_deps = false;
+    let mut out = Vec::new();
+    for (i, line) in manifest.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line.trim_matches(['[', ']']).ends_with("dependencies");
+            // `[dependencies.burn]`
+            if let Some(name) = line
+                .trim_matches(['[', ']'])
+                .split_once("dependencies.")
+                .map(|(_, n)| n)
+            {
+                out.push((i + 1, name.to_string()));
+            }
+            continue;
+        }
+        if in_deps && let Some((name, _)) = line.split_once('=') {
+            let name = name.trim().split('.').next().unwrap_or("").trim();
+            if !name.is_empty() && !name.starts_with('#') {
+                out.push((i + 1, name.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Crates that must not depend on Burn, by folder.
+const NO_BURN: &[&str] = &[
+    "verifier",
+    "toolenv",
+    "toolserver",
+    "roc",
+    "scheduler",
+    "curriculum",
+    "episode",
+    "tasks",
+];
+
+fn no_burn_in_manifests(root: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    for name in NO_BURN {
+        let path = root.join("crates").join(name).join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            bad.push(format!("{}: missing", rel(root, &path)));
+            continue;
+        };
+        for (line, dep) in dependencies(&text) {
+            if dep == "burn" || dep.starts_with("burn-") || dep == "rstar-policy" {
+                bad.push(format!(
+                    "{}:{line}: depends on `{dep}` (Burn)",
+                    rel(root, &path)
+                ));
+            }
+        }
+    }
+    bad
+}
+
+/// Runs a closure's `Command::new` or `fork(` scan over one file's text.
+fn spawns(text: &str) -> Vec<usize> {
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let forks = code.match_indices("fork(").any(|(at, _)| {
+            let before = code[..at].chars().last();
+            // `os.fork()` inside a Python string is not a Rust call.
+            !matches!(before, Some(c) if c == '.' || c.is_alphanumeric() || c == '_')
+        });
+        if code.contains("Command::new") || forks {
+            lines.push(i + 1);
+        }
+    }
+    lines
+}
+
+fn no_spawn_outside_sandbox(root: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    for dir in crate_dirs(root) {
+        if dir.file_name().is_some_and(|n| n == "toolenv") {
+            continue;
+        }
+        // Tests and benches may run binaries; the library and its examples may not.
+        for sub in ["src", "examples"] {
+            for path in files(&dir.join(sub), ".rs") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                for line in spawns(&text) {
+                    bad.push(format!(
+                        "{}:{line}: spawns a process outside rstar-toolenv",
+                        rel(root, &path)
+                    ));
+                }
+            }
+        }
+    }
+    bad
+}
+
+/// The binary crates, which choose the backend.
+const BINARIES: &[&str] = &["cli"];
+
+fn no_default_backend(root: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    for dir in crate_dirs(root) {
+        if dir
+            .file_name()
+            .is_some_and(|n| BINARIES.contains(&n.to_string_lossy().as_ref()))
+        {
+            continue;
+        }
+        let path = dir.join("Cargo.toml");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut in_features = false;
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if t.starts_with('[') {
+                in_features = t == "[features]";
+                continue;
+            }
+            if in_features && t.starts_with("default") {
+                for backend in ["flex", "wgpu", "cuda", "ndarray", "tch", "metal", "vulkan"] {
+                    if t.contains(&format!("\"{backend}\"")) || t.contains(&format!("/{backend}\""))
+                    {
+                        bad.push(format!(
+                            "{}:{}: the default features enable the `{backend}` backend",
+                            rel(root, &path),
+                            i + 1
+                        ));
+                    }
+                }
+            }
+        }
+        // A default-on Burn dependency with a backend feature is the same thing.
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if t.starts_with("burn") && !t.contains("optional") {
+                for backend in ["\"flex\"", "\"wgpu\"", "\"cuda\""] {
+                    if t.contains(backend) {
+                        let table = text
+                            .lines()
+                            .take(i)
+                            .filter(|l| l.trim().starts_with('['))
+                            .last();
+                        if table.is_some_and(|t| t.trim() == "[dependencies]") {
+                            bad.push(format!(
+                                "{}:{}: Burn with the {backend} backend always on",
+                                rel(root, &path),
+                                i + 1
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    bad
+}
+
+/// `#[allow]`s without a reason that predate this check, in files another change rewrites
+/// (the trainer's phases). Each entry must still be a violation, so the list only shrinks.
+const KNOWN_UNREASONED_ALLOWS: &[&str] = &[
+    "crates/rstar-agent/src/train/mod.rs",
+    "crates/rstar-agent/src/train/rl.rs",
+    "crates/rstar-agent/src/train/sft.rs",
+];
+
+fn allows_without_reason(root: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    for top in ["crates", "xtask", "examples"] {
+        for path in files(&root.join(top), ".rs") {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let t = line.trim_start();
+                if !(t.starts_with("#[allow(") || t.starts_with("#![allow(")) {
+                    continue;
+                }
+                let same_line = t.contains("//");
+                // A plain comment: a doc comment above says what the item is, not why it is allowed.
+                let above = i > 0 && {
+                    let prev = lines[i - 1].trim_start();
+                    prev.starts_with("//") && !prev.starts_with("///") && !prev.starts_with("//!")
+                };
+                if !same_line && !above {
+                    bad.push(format!(
+                        "{}:{}: `{}` without a reason (a comment on the line or above)",
+                        rel(root, &path),
+                        i + 1,
+                        t
+                    ));
+                }
+            }
+        }
+    }
+    bad
+}
+
+fn headers_and_examples(root: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    for top in ["crates", "xtask", "examples"] {
+        for path in files(&root.join(top), ".rs") {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if !text.starts_with("//!") {
+                bad.push(format!(
+                    "{}: does not start with a `//!` line",
+                    rel(root, &path)
+                ));
+            }
+        }
+    }
+    for dir in crate_dirs(root) {
+        let lib = dir.join("src/lib.rs");
+        let main = dir.join("src/main.rs");
+        let entry = if lib.is_file() { lib } else { main };
+        let text = std::fs::read_to_string(&entry).unwrap_or_default();
+        // The crate header: several `//!` lines saying what the crate is (and is not).
+        if text.lines().take_while(|l| l.starts_with("//!")).count() < 2 {
+            bad.push(format!(
+                "{}: no `//!` crate header (two lines at least)",
+                rel(root, &entry)
+            ));
+        }
+        if files(&dir.join("examples"), ".rs").is_empty() {
+            bad.push(format!(
+                "{}: no runnable example in examples/",
+                rel(root, &dir)
+            ));
+        }
+    }
+    bad
+}
+
+/// The packages `cargo tree` shows for `package` (every edge kind), one name a line.
+fn tree(package: &str) -> Vec<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .args([
+            "tree",
+            "--offline",
+            "--prefix",
+            "none",
+            "-e",
+            "all",
+            "-p",
+            package,
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {package}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+fn heavy_in_tree(names: &[String]) -> Vec<String> {
+    let mut bad: Vec<String> = names
+        .iter()
+        .filter(|n| {
+            ["burn", "tokio", "axum", "hyper", "clap"]
+                .iter()
+                .any(|h| n.as_str() == *h || n.starts_with(&format!("{h}-")))
+        })
+        .cloned()
+        .collect();
+    bad.sort();
+    bad.dedup();
+    bad
+}
+
+#[test]
+fn workspace_leaf_manifests_have_no_burn() {
+    assert_clean("no Burn in leaf crates", &no_burn_in_manifests(&root()));
+}
+
+#[test]
+fn workspace_format_and_tasks_build_nothing_heavy() {
+    for package in ["rstar-episode", "rstar-tasks"] {
+        let heavy = heavy_in_tree(&tree(package));
+        assert_clean(
+            &format!("cargo tree -p {package} has no burn/tokio/axum/hyper/clap"),
+            &heavy,
+        );
+    }
+}
+
+#[test]
+fn workspace_spawns_only_in_the_sandbox() {
+    assert_clean(
+        "no Command::new or fork outside rstar-toolenv",
+        &no_spawn_outside_sandbox(&root()),
+    );
+}
+
+#[test]
+fn workspace_libraries_enable_no_backend() {
+    assert_clean("no default backend", &no_default_backend(&root()));
+}
+
+#[test]
+fn workspace_allows_have_reasons() {
+    let root = root();
+    let found = allows_without_reason(&root);
+    let (known, new): (Vec<String>, Vec<String>) = found
+        .into_iter()
+        .partition(|v| KNOWN_UNREASONED_ALLOWS.iter().any(|k| v.starts_with(k)));
+    assert_clean("every #[allow] has a reason", &new);
+    for k in KNOWN_UNREASONED_ALLOWS {
+        assert!(
+            known.iter().any(|v| v.starts_with(k)),
+            "tidy: {k} has no unreasoned #[allow] any more: drop it from KNOWN_UNREASONED_ALLOWS"
+        );
+    }
+}
+
+#[test]
+fn workspace_headers_and_examples() {
+    assert_clean("//! headers and examples", &headers_and_examples(&root()));
+}
+
+/// A scratch repository with one crate, `crates/<name>`, for the planted violations.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("rstar-tidy-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// Writes `text` at `path` (relative), creating folders.
+    fn write(&self, path: &str, text: &str) -> &Self {
+        let path = self.0.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        self
+    }
+
+    /// A clean leaf crate in `crates/<name>`.
+    fn clean_crate(&self, name: &str) -> &Self {
+        self.write(
+            &format!("crates/{name}/Cargo.toml"),
+            "[package]\nname = \"x\"\n\n[dependencies]\nserde.workspace = true\n",
+        )
+        .write(
+            &format!("crates/{name}/src/lib.rs"),
+            "//! A crate.\n//! What it is not.\n\npub fn f() {}\n",
+        )
+        .write(
+            &format!("crates/{name}/examples/demo.rs"),
+            "//! Demo.\nfn main() {}\n",
+        )
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn planted_clean_tree_passes_every_check() {
+    let s = Scratch::new("clean");
+    for name in NO_BURN {
+        s.clean_crate(name);
+    }
+    assert_eq!(no_burn_in_manifests(&s.0), Vec::<String>::new());
+    assert_eq!(no_spawn_outside_sandbox(&s.0), Vec::<String>::new());
+    assert_eq!(no_default_backend(&s.0), Vec::<String>::new());
+    assert_eq!(allows_without_reason(&s.0), Vec::<String>::new());
+    assert_eq!(headers_and_examples(&s.0), Vec::<String>::new());
+}
+
+#[test]
+fn planted_burn_in_a_leaf_crate_fails() {
+    let s = Scratch::new("burn");
+    for name in NO_BURN {
+        s.clean_crate(name);
+    }
+    s.write(
+        "crates/roc/Cargo.toml",
+        "[package]\nname = \"x\"\n\n[dependencies]\nburn = { workspace = true }\n",
+    );
+    let bad = no_burn_in_manifests(&s.0);
+    assert_eq!(bad, ["crates/roc/Cargo.toml:5: depends on `burn` (Burn)"]);
+}
+
+#[test]
+fn planted_spawn_outside_the_sandbox_fails() {
+    let s = Scratch::new("spawn");
+    s.clean_crate("verifier").clean_crate("toolenv").write(
+        "crates/verifier/src/lib.rs",
+        "//! A.\n//! B.\nfn f() { let _ = std::process::Command::new(\"python3\"); }\n",
+    );
+    s.write(
+        "crates/toolenv/src/lib.rs",
+        "//! A.\n//! B.\nfn f() { unsafe { libc::fork() }; }\n",
+    );
+    s.write(
+        "crates/verifier/examples/demo.rs",
+        "//! Demo.\nfn main() { let code = \"os.fork()\"; unsafe { libc::fork() }; }\n",
+    );
+    let bad = no_spawn_outside_sandbox(&s.0);
+    assert_eq!(
+        bad,
+        [
+            "crates/verifier/src/lib.rs:3: spawns a process outside rstar-toolenv",
+            "crates/verifier/examples/demo.rs:2: spawns a process outside rstar-toolenv",
+        ]
+    );
+}
+
+#[test]
+fn planted_default_backend_fails() {
+    let s = Scratch::new("backend");
+    s.clean_crate("rstar-agent").clean_crate("cli");
+    let features = "[package]\nname = \"x\"\n\n[features]\ndefault = [\"flex\"]\nflex = []\n";
+    s.write("crates/rstar-agent/Cargo.toml", features);
+    s.write("crates/cli/Cargo.toml", features);
+    assert_eq!(
+        no_default_backend(&s.0),
+        ["crates/rstar-agent/Cargo.toml:5: the default features enable the `flex` backend"]
+    );
+    s.write(
+        "crates/rstar-agent/Cargo.toml",
+        "[package]\nname = \"x\"\n\n[dependencies]\nburn = { workspace = true, features = [\"flex\"] }\n",
+    );
+    assert_eq!(
+        no_default_backend(&s.0),
+        ["crates/rstar-agent/Cargo.toml:5: Burn with the \"flex\" backend always on"]
+    );
+}
+
+#[test]
+fn planted_allow_without_reason_fails() {
+    let s = Scratch::new("allow");
+    s.clean_crate("roc").write(
+        "crates/roc/src/lib.rs",
+        "//! A.\n//! B.\n#[allow(dead_code)] // reason: kept for the docs\nfn a() {}\n// reason: an API shape\n#[allow(clippy::too_many_arguments)]\nfn b() {}\n\n#[allow(dead_code)]\nfn c() {}\n/// A doc comment is no reason.\n#[allow(dead_code)]\nfn d() {}\n",
+    );
+    assert_eq!(
+        allows_without_reason(&s.0),
+        [
+            "crates/roc/src/lib.rs:9: `#[allow(dead_code)]` without a reason (a comment on the line or above)",
+            "crates/roc/src/lib.rs:12: `#[allow(dead_code)]` without a reason (a comment on the line or above)",
+        ]
+    );
+}
+
+#[test]
+fn planted_missing_header_or_example_fails() {
+    let s = Scratch::new("header");
+    s.clean_crate("roc").clean_crate("grpo");
+    s.write("crates/roc/src/lib.rs", "pub fn f() {}\n");
+    std::fs::remove_file(s.0.join("crates/grpo/examples/demo.rs")).unwrap();
+    assert_eq!(
+        headers_and_examples(&s.0),
+        [
+            "crates/roc/src/lib.rs: does not start with a `//!` line",
+            "crates/grpo: no runnable example in examples/",
+            "crates/roc/src/lib.rs: no `//!` crate header (two lines at least)",
+        ]
+    );
+}
+
+#[test]
+fn planted_heavy_package_in_a_tree_fails() {
+    let names: Vec<String> = [
+        "rstar-episode",
+        "serde",
+        "tokio",
+        "burn-tensor",
+        "clap_builder",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(heavy_in_tree(&names), ["burn-tensor", "tokio"]);
+}
