@@ -16,7 +16,7 @@ use super::train_common::{overfit, prompts, tasks, tiny_config};
 /// The smoke preset shrunk for debug builds, starting from a small policy trained on the
 /// problems of a dataset file (`--data`), so that RL steps see mixed rewards and update the
 /// policy and AdamW's moments. Written to `dir/smoke.json`.
-fn config_file(dir: &Path) -> String {
+pub(super) fn config_file(dir: &Path) -> String {
     let ts = tasks(8, 21);
     let model = overfit(&ts, 100);
     let init = dir.join("init");
@@ -188,6 +188,12 @@ fn a_killed_and_resumed_run_ends_like_an_uninterrupted_one() {
             );
             assert_eq!(a, b, "{file} line {}", i + 1);
         }
+    }
+    // TensorBoard: each resume replaced the event file and wrote the kept lines again, so
+    // every scalar is there once, at its step, as in the JSONL files.
+    for run in [&parts, &killed] {
+        let events = super::train_tensorboard::assert_events_match_jsonl(run, &run.join("tb"));
+        assert_eq!(events.files.len(), 1, "{:?}", events.files);
     }
     // There was something to get wrong: the SFT loss moved, and RL updated the policy (and
     // AdamW's moments) in the steps before and after the resumes.

@@ -13,6 +13,7 @@
 //! | `eval.jsonl` | one [`EvalRow`] a line: after SFT and after each stage |
 //! | `samples.jsonl` | held-out trajectories of the final policy (`rstar show` reads them; with `record_entropy`, `rstar analyze entropy` too) |
 //! | `plots/*.svg` | the RL metrics over steps with stage boundaries ([`plots`]) |
+//! | `tb/events.out.tfevents.*` | TensorBoard events of every metrics line, evaluation and a few rollouts ([`crate::analysis::tensorboard`]) |
 //! | `checkpoints/<phase>/` | the policy after SFT and after each stage (`rstar_policy::save_dir`) |
 //! | `checkpoints/last/` | the resumable state after the last SFT or RL step ([`checkpoint`]) |
 //!
@@ -258,6 +259,8 @@ pub struct RunOptions {
     pub python: Option<PathBuf>,
     /// [`resume`]: sandbox workers instead of the saved `tools.workers`.
     pub workers: Option<usize>,
+    /// The TensorBoard event directory [default: `<out>/tb`].
+    pub tensorboard: Option<PathBuf>,
 }
 
 /// What the trainer reports while it runs. [`LogLines`] turns every event into a log line;

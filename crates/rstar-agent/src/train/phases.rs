@@ -22,6 +22,7 @@ use super::{
     EvalRow, Observer, RunOptions, TrainConfig, TrainReport, evaluate_with, io_err, optim,
     problems, report_from_files, rl, seed_of, sft, start_pool, template_for,
 };
+use crate::analysis::tensorboard::{LineKind, ROLLOUT_SAMPLES, RunLog};
 use crate::episode::Trajectory;
 use crate::error::AgentError;
 use crate::rollout::{PoolExecutor, Prompt};
@@ -29,11 +30,15 @@ use crate::scheduled::{AsyncTools, PoolTools};
 use crate::tasks::{Split, TaskSet};
 use crate::template::{Template, TemplateFormat};
 
-/// Appends JSON lines to a file and counts them.
+/// The run's TensorBoard log, shared by the JSONL files that mirror their lines into it.
+type SharedTb = std::rc::Rc<std::cell::RefCell<RunLog>>;
+
+/// Appends JSON lines to a file and counts them (and mirrors them to TensorBoard).
 struct JsonLines {
     path: PathBuf,
     file: std::fs::File,
     lines: usize,
+    tb: Option<(SharedTb, LineKind)>,
 }
 
 impl JsonLines {
@@ -53,6 +58,7 @@ impl JsonLines {
             path,
             file,
             lines: keep,
+            tb: None,
         })
     }
 
@@ -61,23 +67,37 @@ impl JsonLines {
         writeln!(self.file, "{line}").map_err(io_err(&self.path))?;
         self.file.flush().map_err(io_err(&self.path))?;
         self.lines += 1;
+        if let Some((tb, kind)) = &self.tb {
+            tb.borrow_mut().line(*kind, &serde_json::to_value(value)?)?;
+        }
         Ok(())
     }
 }
 
-/// The run's three metrics files.
+/// The run's three metrics files and the TensorBoard log that mirrors them.
 struct Logs {
     sft: JsonLines,
     metrics: JsonLines,
     evals: JsonLines,
+    tb: SharedTb,
 }
 
 impl Logs {
-    fn open(out: &Path, lines: Lines) -> Result<Self, AgentError> {
+    /// Opens the metrics files after their first `lines` and starts the TensorBoard log in
+    /// `tb_dir` (the kept lines again, none in a new run, then every line as it is pushed).
+    fn open(out: &Path, lines: Lines, tb_dir: &Path) -> Result<Self, AgentError> {
+        let mut sft = JsonLines::open(out.join("sft_metrics.jsonl"), lines.sft_metrics)?;
+        let mut evals = JsonLines::open(out.join("eval.jsonl"), lines.eval)?;
+        let mut metrics = JsonLines::open(out.join("metrics.jsonl"), lines.metrics)?;
+        let tb: SharedTb = std::rc::Rc::new(std::cell::RefCell::new(RunLog::start(tb_dir, out)?));
+        sft.tb = Some((tb.clone(), LineKind::Sft));
+        metrics.tb = Some((tb.clone(), LineKind::Rl));
+        evals.tb = Some((tb.clone(), LineKind::Eval));
         Ok(Logs {
-            sft: JsonLines::open(out.join("sft_metrics.jsonl"), lines.sft_metrics)?,
-            evals: JsonLines::open(out.join("eval.jsonl"), lines.eval)?,
-            metrics: JsonLines::open(out.join("metrics.jsonl"), lines.metrics)?,
+            sft,
+            metrics,
+            evals,
+            tb,
         })
     }
 
@@ -207,7 +227,14 @@ impl<'a> Run<'a> {
             param_ids: checkpoint::param_ids(&model),
             pool,
             async_tools,
-            logs: Logs::open(out, lines)?,
+            logs: Logs::open(
+                out,
+                lines,
+                &options
+                    .tensorboard
+                    .clone()
+                    .unwrap_or_else(|| out.join("tb")),
+            )?,
             last_samples: Vec::new(),
         };
         let entry = match start {
@@ -440,7 +467,7 @@ impl<'a> Run<'a> {
             seed: config.seed,
             template: self.template,
         };
-        let (next, mut record, _) = rl::step_with(
+        let (next, mut record, rollouts) = rl::step_with(
             rl.model,
             &mut rl.optimizer,
             &self.tokenizer,
@@ -459,6 +486,12 @@ impl<'a> Run<'a> {
         record.decision = decision_line(&decision);
         record.time_step = t.elapsed().as_secs_f64();
         self.logs.metrics.push(&record)?;
+        self.logs.tb.borrow_mut().samples(
+            "rollouts/samples",
+            rl.steps as i64,
+            &rollouts,
+            ROLLOUT_SAMPLES,
+        )?;
         self.observer
             .rl_step(&record, config.curriculum.total_steps());
         Ok((rl, decision, stage))
@@ -564,6 +597,10 @@ impl<'a> Run<'a> {
                 .for_each(Trajectory::strip_token_stats);
         }
         Trajectory::write_jsonl(&self.out.join("samples.jsonl"), &self.last_samples)?;
+        self.logs
+            .tb
+            .borrow_mut()
+            .samples("val/samples", rl.steps as i64, &self.last_samples, 4)?;
         self.checkpoint_rl(&rl, Phase::Finished)?;
         report_from_files(self.out, self.started, true, self.config.eval.temperature)
     }
