@@ -111,27 +111,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.engines == 0 {
         bail!("--engines must be at least 1");
     }
-    if !(args.temperature >= 0.0 && args.temperature.is_finite()) {
-        bail!(
-            "--temperature must be a finite number ≥ 0, got {}",
-            args.temperature
-        );
-    }
-    if let Some(p) = args.top_p
-        && !(p > 0.0 && p <= 1.0)
-    {
-        bail!("--top-p must be in (0, 1], got {p}");
-    }
-    let sampling = match args.top_p {
-        _ if args.temperature == 0.0 => Sampling::Greedy,
-        Some(p) => Sampling::TopP {
-            p,
-            temperature: args.temperature,
-        },
-        None => Sampling::Temperature {
-            temperature: args.temperature,
-        },
-    };
+    let sampling = Sampling::from_openai(Some(args.temperature), args.top_p, None)
+        .map_err(|e| anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
     let remote = args.model.starts_with("http://") || args.model.starts_with("https://");
 
     // The tokenizer and, for a local model, the model.
