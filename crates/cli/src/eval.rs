@@ -136,19 +136,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.engines == 0 {
         bail!("--engines must be at least 1");
     }
-    if !(temperature >= 0.0 && temperature.is_finite()) {
-        bail!("--temperature must be a finite number ≥ 0, got {temperature}");
-    }
-    if let Some(p) = top_p
-        && !(p > 0.0 && p <= 1.0)
-    {
-        bail!("--top-p must be in (0, 1], got {p}");
-    }
-    let sampling = match top_p {
-        _ if temperature == 0.0 => Sampling::Greedy,
-        Some(p) => Sampling::TopP { p, temperature },
-        None => Sampling::Temperature { temperature },
-    };
+    let sampling = Sampling::from_openai(Some(temperature), top_p, None)
+        .map_err(|e| anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
     let remote = args.model.starts_with("http://") || args.model.starts_with("https://");
 
     // The tokenizer and, for a local model, the model.
