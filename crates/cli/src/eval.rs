@@ -19,7 +19,9 @@ use rstar_scheduler::{DispatchPolicy, KvRetention};
 use rstar_agent::dataset::{DatasetOptions, load_prompts_with};
 use rstar_agent::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
 use rstar_agent::episode::Limits;
-use rstar_agent::eval::{EvalOptions, EvalProtocol, EvalSummaryFile, run_eval_with_progress, write_outputs};
+use rstar_agent::eval::{
+    EvalOptions, EvalProtocol, EvalSummaryFile, run_eval_with_progress, write_outputs,
+};
 use rstar_agent::remote::{RemoteEngine, RemoteEngineConfig};
 use rstar_agent::scheduled::{PoolTools, Progress, ProgressFn, ScheduleConfig};
 use rstar_agent::template::{Template, TemplateFormat};
@@ -288,7 +290,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             verifier: mode,
         },
     };
-    let bar = progress_bar(prompts.len() * args.samples);
+    let bar = progress_bar(prompts.len() * samples);
     let progress: Option<ProgressFn> = bar.clone().map(|bar| {
         Arc::new(move |p: Progress| {
             bar.set_position(p.done as u64);

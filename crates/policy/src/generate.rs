@@ -550,7 +550,9 @@ mod tests {
     fn from_openai_maps_and_names_the_bad_field() {
         use Sampling::*;
         // (temperature, top_p, top_k) → strategy, written out by hand from vLLM's rules.
-        let valid: &[((Option<f32>, Option<f32>, Option<i64>), Sampling)] = &[
+        // (temperature, top_p, top_k) as an OpenAI request gives them.
+        type Args = (Option<f32>, Option<f32>, Option<i64>);
+        let valid: &[(Args, Sampling)] = &[
             ((None, None, None), Temperature { temperature: 1.0 }),
             ((Some(0.7), None, None), Temperature { temperature: 0.7 }),
             (
@@ -597,7 +599,7 @@ mod tests {
             );
             assert!(validate_sampling(want).is_ok(), "{want:?}");
         }
-        let invalid: &[((Option<f32>, Option<f32>, Option<i64>), &str)] = &[
+        let invalid: &[(Args, &str)] = &[
             ((Some(-0.1), None, None), "temperature"),
             ((Some(f32::NAN), None, None), "temperature"),
             ((Some(f32::INFINITY), None, None), "temperature"),

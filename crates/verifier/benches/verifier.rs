@@ -28,7 +28,7 @@ use std::time::Instant;
 use rstar_verifier::{Verifier, verify, verify_batch};
 
 #[path = "../tests/math_styles.rs"]
-#[allow(dead_code)]
+#[allow(dead_code)] // reason: the bench uses the style generator, not the test functions
 mod math_styles;
 
 /// splitmix64: a seeded generator, so every run scores the same responses.

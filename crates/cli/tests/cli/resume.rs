@@ -325,7 +325,7 @@ fn a_run_checkpointed_every_3_steps_replays_what_a_kill_lost() {
 #[test]
 fn an_old_config_with_roc_false_runs_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    let path = super::common::small_smoke_config(dir.path());
+    let path = super::train_common::small_smoke_config(dir.path());
     let old = |path: &Path| {
         let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         v["rl"]["roc"] = Value::Bool(false);

@@ -210,7 +210,16 @@ fn malformed_lines_are_reported_with_their_number() {
 
 #[test]
 fn invalid_floors_fail() {
+    // Floors of 2 + 2 cannot fit in 3 kept traces: the reference mode's default floors, or
+    // the paper mode's when given (it has none by default, so `--keep 3` alone is valid).
+    for args in [
+        &["--mode", "reference", "--keep", "3"][..],
+        &["--keep", "3", "--min-failures", "2", "--min-successes", "2"][..],
+    ] {
+        let (code, _, err) = rstar_roc(args, b"");
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains("exceed keep"), "{args:?}: {err}");
+    }
     let (code, _, err) = rstar_roc(&["--keep", "3"], b"");
-    assert_ne!(code, 0);
-    assert!(err.contains("exceed keep"), "{err}");
+    assert_eq!(code, 0, "{err}");
 }

@@ -133,13 +133,22 @@ fn the_smoke_report_renders_in_chromium_with_its_table_plots_and_a_tool_call() {
             dom.contains("data-script=\"ok\""),
             "the page's script did not finish: {log}"
         );
-        assert!(!dom.contains("data-script-errors"), "{log}");
+        // The attribute, not the script's own text, which names it too.
+        assert!(!dom.contains("data-script-errors=\""), "{log}");
         assert!(
             console_errors(&log).is_empty(),
             "{:?}",
             console_errors(&log)
         );
-        assert!(!dom.contains("data-pwned"), "model text ran as markup");
+        // The hostile text is in the page as escaped text (so "data-pwned" is in the DOM as
+        // characters); had it run, the body element would carry the attribute.
+        let body_at = dom.find("<body").expect("a body");
+        let body_tag = &dom[body_at..body_at + dom[body_at..].find('>').unwrap()];
+        assert!(!body_tag.contains("data-pwned"), "model text ran as markup");
+        assert!(
+            !dom.contains("<img src=\"x\""),
+            "model text became an element"
+        );
         // The evaluation table: after SFT and each stage.
         let table_at = dom.find("<table class=\"evals\">").expect("the table");
         let table = &dom[table_at..table_at + dom[table_at..].find("</table>").unwrap()];

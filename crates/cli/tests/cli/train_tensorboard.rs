@@ -49,7 +49,14 @@ pub(super) fn read_events(dir: &Path) -> Events {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|r| (r[0].as_i64().unwrap(), r[1].as_f64().unwrap()))
+                // As 32-bit floats: serde_json's default number parsing can be one f64 ulp off the
+                // printed value, which rounding to the stored f32 undoes.
+                .map(|r| {
+                    (
+                        r[0].as_i64().unwrap(),
+                        f64::from(r[1].as_f64().unwrap() as f32),
+                    )
+                })
                 .collect();
             (tag.clone(), rows)
         })

@@ -158,19 +158,28 @@ impl RunData {
         run
     }
 
-    /// `rl.roc` of the config.
-    pub fn roc(&self) -> Option<bool> {
-        self.config
-            .as_ref()?
-            .pointer("/rl/roc")
-            .and_then(Value::as_bool)
+    /// RoC's mode in the config's `rl.roc`: `paper`, `reference` or `off`; configs written
+    /// before `rl.roc` was an object hold `true` (paper) or `false` (off).
+    pub fn roc(&self) -> Option<String> {
+        let roc = self.config.as_ref()?.pointer("/rl/roc")?;
+        match roc {
+            Value::Bool(true) => Some("paper".into()),
+            Value::Bool(false) => Some("off".into()),
+            Value::String(mode) => Some(mode.clone()),
+            Value::Object(fields) => fields
+                .get("mode")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            _ => None,
+        }
     }
 
-    /// The run's name with `(RoC)` or `(no RoC)`.
+    /// The run's name with `(RoC)`, `(RoC, reference)` or `(no RoC)`.
     pub fn label(&self) -> String {
-        match self.roc() {
-            Some(true) => format!("{} (RoC)", self.name),
-            Some(false) => format!("{} (no RoC)", self.name),
+        match self.roc().as_deref() {
+            Some("off") => format!("{} (no RoC)", self.name),
+            Some("reference") => format!("{} (RoC, reference)", self.name),
+            Some(_) => format!("{} (RoC)", self.name),
             None => self.name.clone(),
         }
     }
@@ -290,9 +299,9 @@ pub fn render(runs: &[RunData]) -> String {
          <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body data-script=\"pending\">\n",
         html(&title)
     );
-    let _ = write!(
+    let _ = writeln!(
         s,
-        "<header><h1>{}</h1><p>{} · written by rstar {} · <span id=\"script-status\">static view</span></p></header>\n",
+        "<header><h1>{}</h1><p>{} · written by rstar {} · <span id=\"script-status\">static view</span></p></header>",
         html(&title),
         html(
             &runs

@@ -748,6 +748,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::manual_rotate)] // reason: the TFRecord format's formula written out by hand, independent of the implementation
     fn the_mask_rotates_and_adds_the_constant() {
         let c = crc32c(b"abc");
         assert_eq!(

@@ -524,7 +524,7 @@ impl<'a> Run<'a> {
         if rl.curriculum.is_finished() {
             return Ok(false);
         }
-        if evaluated || rl.steps % config.checkpoint_every as u64 == 0 {
+        if evaluated || rl.steps.is_multiple_of(config.checkpoint_every as u64) {
             self.checkpoint_rl(rl, Phase::Rl)?;
         }
         Ok(self
