@@ -90,24 +90,6 @@ pub fn python() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("python3"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_the_shared_datasets() {
-        let aime = dataset("aime24.jsonl");
-        let text = std::fs::read_to_string(aime).unwrap();
-        assert_eq!(text.lines().count(), 30);
-    }
-
-    #[test]
-    #[should_panic(expected = "shared test data is missing")]
-    fn missing_file_panics_loudly() {
-        dataset("no-such-file.jsonl");
-    }
-}
-
 /// One HTTP/1.1 exchange over a fresh connection, as a raw client with no dependencies:
 /// `(status, body)`. `token` adds an `Authorization: Bearer` header. The servers' end-to-end
 /// tests (`rstar serve`, `rstar tools serve`) share it.
@@ -146,4 +128,22 @@ pub fn http(
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
     (status, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_shared_datasets() {
+        let aime = dataset("aime24.jsonl");
+        let text = std::fs::read_to_string(aime).unwrap();
+        assert_eq!(text.lines().count(), 30);
+    }
+
+    #[test]
+    #[should_panic(expected = "shared test data is missing")]
+    fn missing_file_panics_loudly() {
+        dataset("no-such-file.jsonl");
+    }
 }
