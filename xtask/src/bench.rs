@@ -12,7 +12,7 @@ const BENCHES: &[(&str, &str)] = &[
     ),
     (
         "verifier",
-        "rstar-verifier vs HF math-verify: answers/s (1 thread, rayon), `rstar verify` whole process, agreement",
+        "rstar-verifier vs HF math-verify: answers/s (1 thread, rayon), `rstar verify` whole process, agreement; the math mode on MATH-500 (answers/s, agreement by style)",
     ),
     (
         "policy",

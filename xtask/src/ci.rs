@@ -4,7 +4,8 @@
 //! 2. (tidy: the structural invariants are tests, `xtask/tests/tidy.rs`, run in step 5);
 //! 3. `cargo fmt --check`;
 //! 4. `cargo clippy --workspace --all-targets` with warnings denied;
-//! 5. `cargo test --workspace`, doctests included, with `RSTAR_PYTHON` set;
+//! 5. `cargo test --workspace`, doctests included, with `RSTAR_PYTHON` set (headless Chromium
+//!    for the run-report test is installed with apt-get first when absent);
 //! 6. the docs' snippets in a scratch project with path dependencies (`cargo xtask doc-snippets`);
 //! 7. the policy's `wgpu` tests and a `rstar train --backend wgpu` smoke run on Mesa's
 //!    lavapipe (CPU Vulkan; installed with apt-get when absent), which is the slowest step: a
@@ -33,6 +34,7 @@ fn run_ci() -> Result<()> {
             "warnings",
         ]),
     )?;
+    crate::chromium::ensure()?;
     step(
         "tests",
         cargo()

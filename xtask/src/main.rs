@@ -4,6 +4,7 @@
 //! the `rstar` binary, so this crate stays a thin orchestrator.
 
 mod bench;
+mod chromium;
 mod ci;
 mod snippets;
 mod train;

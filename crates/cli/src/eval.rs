@@ -19,7 +19,9 @@ use rstar_scheduler::{DispatchPolicy, KvRetention};
 use rstar_agent::dataset::{DatasetOptions, load_prompts_with};
 use rstar_agent::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
 use rstar_agent::episode::Limits;
-use rstar_agent::eval::{EvalOptions, EvalSummaryFile, run_eval_with_progress, write_outputs};
+use rstar_agent::eval::{
+    EvalOptions, EvalProtocol, EvalSummaryFile, run_eval_with_progress, write_outputs,
+};
 use rstar_agent::remote::{RemoteEngine, RemoteEngineConfig};
 use rstar_agent::scheduled::{PoolTools, Progress, ProgressFn, ScheduleConfig};
 use rstar_agent::template::{Template, TemplateFormat};
@@ -38,25 +40,30 @@ pub struct Args {
     /// The problems: a JSONL file (../shared/datasets layout) or a verl parquet file.
     #[arg(long)]
     pub data: PathBuf,
-    /// Samples per problem (k of avg@k and pass@k).
-    #[arg(long, default_value_t = 1)]
-    pub samples: usize,
+    /// An evaluation protocol: `rstar2-agent` (the paper's last stage: 12K response tokens, 15
+    /// turns; 16 samples, temperature 1.0); the flags below override it.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Samples per problem (k of avg@k and pass@k) [default: 1, or the preset's].
+    #[arg(long)]
+    pub samples: Option<usize>,
     /// Engines: local model copies on their own threads, or clients of the server.
     #[arg(long, default_value_t = 1)]
     pub engines: usize,
     /// How rollouts are assigned to engines: kv-aware, least-requests or static.
     #[arg(long, default_value = "kv-aware")]
     pub dispatch: String,
-    /// Sampling temperature; 0 decodes greedily.
-    #[arg(long, default_value_t = 1.0)]
-    pub temperature: f32,
+    /// Sampling temperature; 0 decodes greedily [default: 1.0, or the preset's].
+    #[arg(long)]
+    pub temperature: Option<f32>,
     /// Nucleus sampling: keep the most likely tokens up to this probability mass.
     #[arg(long)]
     pub top_p: Option<f32>,
-    /// Response budget in tokens, assistant and tool tokens together [default: 320 compact, 8192 chatml].
+    /// Response budget in tokens, assistant and tool tokens together [default: the preset's, or
+    /// 320 compact, 8192 chatml].
     #[arg(long)]
     pub max_response_tokens: Option<usize>,
-    /// Most assistant turns [default: 4 compact, 5 chatml].
+    /// Most assistant turns [default: the preset's, or 4 compact, 5 chatml].
     #[arg(long)]
     pub max_turns: Option<usize>,
     /// Prompt template: compact or chatml [default: compact for the built-in character
@@ -84,10 +91,15 @@ pub struct Args {
     /// Per-call time limit of the tool, in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub tool_timeout: f64,
-    /// Leave out problems whose ground truth the integer verifier cannot score (MATH-500's LaTeX
-    /// answers) instead of refusing the dataset.
+    /// Leave out problems whose ground truth the verifier cannot score instead of refusing the
+    /// dataset.
     #[arg(long)]
     pub skip_unscorable: bool,
+    /// How answers are scored: integer, math (LaTeX answers), choice (a letter A-J), or auto:
+    /// integer when every ground truth is an integer, choice when every one is a letter, math
+    /// otherwise (MATH-500).
+    #[arg(long, default_value = "auto")]
+    pub verifier: String,
     /// Seed of the sampling (each turn of each rollout derives its own).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -105,33 +117,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.dispatch
         )
     })?;
-    if args.samples == 0 {
+    let protocol = args
+        .preset
+        .as_deref()
+        .map(EvalProtocol::by_name)
+        .transpose()
+        .context("--preset")?;
+    let samples = args
+        .samples
+        .or(protocol.as_ref().map(|p| p.samples))
+        .unwrap_or(1);
+    let temperature = args
+        .temperature
+        .or(protocol.as_ref().map(|p| p.temperature))
+        .unwrap_or(1.0);
+    let top_p = args.top_p.or(protocol.as_ref().and_then(|p| p.top_p));
+    if samples == 0 {
         bail!("--samples must be at least 1");
     }
     if args.engines == 0 {
         bail!("--engines must be at least 1");
     }
-    if !(args.temperature >= 0.0 && args.temperature.is_finite()) {
-        bail!(
-            "--temperature must be a finite number ≥ 0, got {}",
-            args.temperature
-        );
-    }
-    if let Some(p) = args.top_p
-        && !(p > 0.0 && p <= 1.0)
-    {
-        bail!("--top-p must be in (0, 1], got {p}");
-    }
-    let sampling = match args.top_p {
-        _ if args.temperature == 0.0 => Sampling::Greedy,
-        Some(p) => Sampling::TopP {
-            p,
-            temperature: args.temperature,
-        },
-        None => Sampling::Temperature {
-            temperature: args.temperature,
-        },
-    };
+    let sampling = Sampling::from_openai(Some(temperature), top_p, None)
+        .map_err(|e| anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
     let remote = args.model.starts_with("http://") || args.model.starts_with("https://");
 
     // The tokenizer and, for a local model, the model.
@@ -165,6 +173,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         TemplateFormat::Compact => Limits::compact(),
         TemplateFormat::ChatMl => Limits::rstar2_agent(),
     };
+    if let Some(p) = &protocol {
+        limits.max_response_tokens = p.max_response_tokens;
+        limits.max_assistant_turns = p.max_assistant_turns;
+    }
     if let Some(n) = args.max_response_tokens {
         if n == 0 {
             bail!("--max-response-tokens must be at least 1");
@@ -183,21 +195,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..DatasetOptions::new()
     };
     let mut prompts = load_prompts_with(&args.data, &options)?;
-    let scorable = |answer: &str| rstar_verifier::verify("", answer).is_ok();
+    let mode = match args.verifier.as_str() {
+        "auto" => rstar_verifier::Mode::detect(prompts.iter().map(|p| p.answer.as_str())),
+        other => other
+            .parse::<rstar_verifier::Mode>()
+            .map_err(|e| anyhow::anyhow!("--verifier: {e} (or auto)"))?,
+    };
+    eprintln!("{}: scoring with the {mode} verifier", args.data.display());
+    let verifier = rstar_verifier::Verifier::new();
+    let scorable = |answer: &str| verifier.check_truth(mode, answer).is_ok();
     if args.skip_unscorable {
         let before = prompts.len();
         prompts.retain(|p| scorable(&p.answer));
         if prompts.len() < before {
             eprintln!(
-                "{}: left out {} of {before} problems whose ground truth is not an integer",
+                "{}: left out {} of {before} problems whose ground truth the {mode} verifier cannot score",
                 args.data.display(),
                 before - prompts.len()
             );
         }
     } else if let Some(p) = prompts.iter().find(|p| !scorable(&p.answer)) {
         bail!(
-            "{}: problem `{}`: the verifier cannot score the ground truth {:?} (integers only); \
-             pass --skip-unscorable to leave such problems out",
+            "{}: problem `{}`: the {mode} verifier cannot score the ground truth {:?}; \
+             pass --skip-unscorable to leave such problems out, or choose --verifier",
             args.data.display(),
             p.id,
             p.answer
@@ -259,7 +279,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         timeout: Some(Duration::from_secs_f64(args.tool_timeout)),
     });
     let eval_options = EvalOptions {
-        samples: args.samples,
+        samples,
         schedule: ScheduleConfig {
             template,
             limits,
@@ -267,9 +287,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             policy,
             retention: KvRetention::Keep,
             record_entropy: args.record_entropy,
+            verifier: mode,
         },
     };
-    let bar = progress_bar(prompts.len() * args.samples);
+    let bar = progress_bar(prompts.len() * samples);
     let progress: Option<ProgressFn> = bar.clone().map(|bar| {
         Arc::new(move |p: Progress| {
             bar.set_position(p.done as u64);
@@ -301,17 +322,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(|| "data".into());
         PathBuf::from("eval").join(stem)
     });
-    let summary = EvalSummaryFile::new(
+    let mut summary = EvalSummaryFile::new(
         &run,
         &eval_options,
         &args.model,
         &args.data.display().to_string(),
     );
+    summary.sampling = Some(sampling);
+    summary.protocol = protocol;
     let paths = write_outputs(&out, &run, &summary)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print!("{}", run.report.table());
+        println!("verifier: {mode}");
         println!(
             "{:.1} sampled tokens/s over {:.1} s",
             run.stats.tokens_per_sec(),

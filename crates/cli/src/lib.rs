@@ -19,6 +19,7 @@ pub mod backend;
 mod curriculum;
 mod eval;
 mod info;
+mod report;
 mod roc;
 mod serve;
 mod show;
@@ -69,6 +70,8 @@ pub enum Command {
     Tasks(tasks::Args),
     /// Train the embedded default: SFT, then staged GRPO-RoC, with held-out evaluations (`runs/<name>/`).
     Train(train::Args),
+    /// Write a run's self-contained HTML report (config, evaluations, plots, trajectories; two runs: compared).
+    Report(report::Args),
 }
 
 /// Parses the process arguments, runs the chosen subcommand and maps errors to
@@ -89,6 +92,7 @@ pub fn main() -> ExitCode {
         Command::Train(args) => train::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Tasks(args) => tasks::run(args),
+        Command::Report(args) => report::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use rstar_roc::jsonl::JsonlBatch;
-use rstar_roc::{Mode, PenaltyOptions, RocConfig, select};
+use rstar_roc::{PenaltyOptions, RocConfig, select};
 
 /// Which penalty heuristics to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -30,7 +30,8 @@ pub enum Penalties {
 /// Down-sampling rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModeArg {
-    /// Failures uniformly, successes ∝ 1/p_total, half and half (seeded).
+    /// Each side halved in proportion (⌊n_neg/2⌋ failures of 2G, uniformly; the rest
+    /// successes ∝ 1/p_total), seeded.
     Paper,
     /// microsoft/rStar's deterministic rule, exactly.
     Reference,
@@ -51,12 +52,14 @@ pub struct Args {
     /// Traces kept per group (the reference's `down_sample_to_n`).
     #[arg(long, default_value_t = 16)]
     pub keep: usize,
-    /// Floor on kept failures (`min_zero_reward_trace_num`).
-    #[arg(long, default_value_t = 2)]
-    pub min_failures: usize,
-    /// Floor on kept successes (`min_non_zero_reward_trace_num`).
-    #[arg(long, default_value_t = 2)]
-    pub min_successes: usize,
+    /// Floor on kept failures (`min_zero_reward_trace_num`) [default: 0 with --mode paper,
+    /// 2 with --mode reference].
+    #[arg(long)]
+    pub min_failures: Option<usize>,
+    /// Floor on kept successes (`min_non_zero_reward_trace_num`) [default: 0 with --mode
+    /// paper, 2 with --mode reference].
+    #[arg(long)]
+    pub min_successes: Option<usize>,
     /// Seed of the paper mode's sampling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -79,9 +82,9 @@ pub struct Args {
 
 impl Args {
     fn config(&self) -> RocConfig {
-        let (mode, default_penalties) = match self.mode {
-            ModeArg::Paper => (Mode::Paper, Penalties::Paper),
-            ModeArg::Reference => (Mode::Reference, Penalties::Reference),
+        let (defaults, default_penalties) = match self.mode {
+            ModeArg::Paper => (RocConfig::paper(), Penalties::Paper),
+            ModeArg::Reference => (RocConfig::reference(), Penalties::Reference),
         };
         let mut penalties = match self.penalties.unwrap_or(default_penalties) {
             Penalties::Paper => PenaltyOptions::paper(),
@@ -90,10 +93,10 @@ impl Args {
         penalties.error_ratio = !self.no_error_ratio;
         penalties.answer_format = !self.no_answer_format;
         RocConfig {
-            mode,
+            mode: defaults.mode,
             keep: self.keep,
-            min_failures: self.min_failures,
-            min_successes: self.min_successes,
+            min_failures: self.min_failures.unwrap_or(defaults.min_failures),
+            min_successes: self.min_successes.unwrap_or(defaults.min_successes),
             penalties,
             reject_equal_reward: self.reject_equal_reward,
             seed: self.seed,

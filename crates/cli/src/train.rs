@@ -4,8 +4,11 @@
 //! evaluations, plots, checkpoints and sample trajectories (see `rstar_agent::train`), and
 //! prints the table of held-out accuracy and tool error rate after SFT and after each stage.
 //! `--resume RUN_DIR` continues a run from its last checkpoint; `rstar train plot RUN_DIR`
-//! redraws a run's plots. On a terminal, SFT and RL steps show progress bars on stderr; on
-//! anything else one line per step.
+//! redraws a run's plots, `rstar train tensorboard RUN_DIR` writes its TensorBoard events from
+//! its JSONL files. A run writes TensorBoard events as it goes (`<out>/tb`, or
+//! `--tensorboard DIR`) and its report (`<out>/report.html`, see `rstar report`) at the end.
+//! On a terminal, SFT and RL steps show progress bars on stderr; on anything else one line per
+//! step.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -16,7 +19,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rstar_agent::train::rl::StepRecord;
 use rstar_agent::train::sft::SftStep;
 use rstar_agent::train::{
-    self as trainer, Observer, RolloutDriver, RunOptions, SftOptions, TrainConfig,
+    self as trainer, Observer, RocMode, RolloutDriver, RunOptions, SftOptions, TrainConfig,
 };
 use rstar_scheduler::DispatchPolicy;
 
@@ -24,7 +27,8 @@ use rstar_scheduler::DispatchPolicy;
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
-    /// `plot RUN_DIR`: redraw a run's plots instead of training.
+    /// `plot RUN_DIR`: redraw a run's plots; `tensorboard RUN_DIR`: write its TensorBoard
+    /// events (instead of training).
     #[command(subcommand)]
     pub action: Option<Action>,
     /// The preset: `smoke` (CI, seconds), `tiny` (the embedded default, minutes) or
@@ -43,7 +47,12 @@ pub struct Args {
     /// Seed of everything random.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Ablation: plain GRPO on G samples instead of GRPO-RoC (2G rolled out, G kept).
+    /// Resample-on-Correct: `paper` (2G rolled out, G kept by the paper's rule), `reference`
+    /// (microsoft/rStar's rule) or `off` (plain GRPO on G samples) [default: the preset's,
+    /// paper].
+    #[arg(long, value_name = "MODE", conflicts_with = "no_roc")]
+    pub roc: Option<RocMode>,
+    /// Ablation: `--roc off`.
     #[arg(long)]
     pub no_roc: bool,
     /// SFT steps (overrides the preset).
@@ -87,9 +96,17 @@ pub struct Args {
     /// Tool sandbox workers [default: one per CPU].
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Where to write TensorBoard event files [default: <out>/tb]; one directory per run
+    /// (a resume replaces the event files this trainer wrote there).
+    #[arg(long, value_name = "DIR")]
+    pub tensorboard: Option<PathBuf>,
     /// Print the final report as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Print the resolved config (what `config.json` would hold) on stdout and exit without
+    /// training; fails, after printing, when the config does not validate.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Test hook: stop (as if killed) after this many SFT steps of the run.
     #[arg(long, hide = true)]
     pub stop_after_sft_steps: Option<usize>,
@@ -105,6 +122,16 @@ pub enum Action {
     Plot {
         /// The run directory.
         run: PathBuf,
+    },
+    /// Write TensorBoard events of `RUN_DIR`'s JSONL files (metrics, SFT metrics,
+    /// evaluations, sampled trajectories) to `RUN_DIR/tb` (replacing the events written there
+    /// by a previous conversion or by the trainer).
+    Tensorboard {
+        /// The run directory.
+        run: PathBuf,
+        /// The event directory [default: RUN_DIR/tb].
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -205,6 +232,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--config", args.config.is_some()),
         ("--out", args.out.is_some()),
         ("--seed", args.seed.is_some()),
+        ("--roc", args.roc.is_some()),
         ("--no-roc", args.no_roc),
         ("--sft-steps", args.sft_steps.is_some()),
         ("--model", args.model.is_some()),
@@ -234,12 +262,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    if let Some(Action::Tensorboard { run, out }) = &args.action {
+        let dir = out.clone().unwrap_or_else(|| run.join("tb"));
+        let (file, counts) = rstar_agent::analysis::tensorboard::convert(run, &dir)
+            .with_context(|| format!("TensorBoard events of the run in {}", run.display()))?;
+        eprintln!(
+            "{} scalars and {} texts (`tensorboard --logdir {}`)",
+            counts.scalars,
+            counts.texts,
+            dir.display()
+        );
+        println!("{}", file.display());
+        return Ok(());
+    }
     let device = device_of(&args.backend)?;
     let options = RunOptions {
         stop_after_sft_steps: args.stop_after_sft_steps,
         stop_after_rl_steps: args.stop_after_rl_steps,
         python: args.python.clone(),
         workers: args.workers,
+        tensorboard: args.tensorboard.clone(),
     };
     let mut progress = Progress {
         tty: std::io::stderr().is_terminal(),
@@ -265,8 +307,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(seed) = args.seed {
             config.seed = seed;
         }
-        if args.no_roc {
-            config.rl.roc = false;
+        if let Some(mode) = args.roc.or(args.no_roc.then_some(RocMode::Off)) {
+            config.rl.roc.mode = mode;
         }
         if let Some(steps) = args.sft_steps {
             config.sft.steps = steps;
@@ -301,12 +343,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(workers) = args.workers {
             config.tools.workers = workers;
         }
+        if args.dry_run {
+            println!("{}", serde_json::to_string_pretty(&config)?);
+            config.validate()?;
+            return Ok(());
+        }
         config.validate()?;
         let out = args.out.clone().unwrap_or_else(|| {
-            PathBuf::from("runs").join(if config.rl.roc {
-                config.preset.clone()
-            } else {
-                format!("{}-no-roc", config.preset)
+            PathBuf::from("runs").join(match config.rl.roc.mode {
+                RocMode::Paper => config.preset.clone(),
+                RocMode::Reference => format!("{}-roc-reference", config.preset),
+                RocMode::Off => format!("{}-no-roc", config.preset),
             })
         });
         let report = trainer::run_with(&config, &out, &device, &options, &mut progress)
@@ -335,6 +382,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 )
             }
         );
+    }
+    // The report page: its path on the last line (what `cargo xtask train` ends with).
+    let page = out.join("report.html");
+    match rstar_agent::analysis::report::write(std::slice::from_ref(&out), &page) {
+        Ok(_) if args.json => eprintln!("report: {}", page.display()),
+        Ok(_) => println!("report: {}", page.display()),
+        Err(e) => eprintln!("report not written: {e}"),
     }
     Ok(())
 }

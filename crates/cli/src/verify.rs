@@ -1,4 +1,4 @@
-//! `rstar verify`: scores JSONL responses against integer answers with `rstar-verifier`.
+//! `rstar verify`: scores JSONL responses against integer, LaTeX math or multiple-choice answers with `rstar-verifier`.
 //!
 //! Input: one JSON object a line (stdin or `--input FILE`) holding a response
 //! and an answer field. Output: one JSON verdict a line on stdout, in input
@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use rayon::prelude::*;
-use rstar_verifier::{Integer, Reason, Verdict, Verifier};
+use rstar_verifier::{Integer, Mode, Reason, Verdict, Verifier};
 use serde::Serialize;
 
 /// Lines scored in parallel at a time; output is written chunk by chunk, in order.
@@ -38,6 +38,15 @@ pub struct Args {
     /// Compare literal integers only: do not evaluate `2^{10}`, `\frac{84}{2}`, ….
     #[arg(long)]
     pub no_expressions: bool,
+    /// How answers are compared: integer (exact integers, the training reward), math (LaTeX
+    /// answers: fractions, surds, π, intervals, tuples, sets, matrices, text) or choice (a
+    /// letter A-J).
+    #[arg(long, default_value = "integer", value_parser = parse_mode)]
+    pub mode: Mode,
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    s.parse()
 }
 
 #[derive(Serialize)]
@@ -47,6 +56,8 @@ struct Line<'a> {
     reason: Reason,
     extracted: &'a Option<String>,
     normalized: &'a Option<Integer>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    canonical: &'a Option<String>,
 }
 
 /// Scores one input line: the verdict, or why the line is malformed.
@@ -73,7 +84,7 @@ fn score(verifier: &Verifier, args: &Args, text: Option<&str>) -> Result<Verdict
         }
     };
     verifier
-        .verify(response, &answer)
+        .verify_mode(args.mode, response, &answer)
         .map_err(|e| format!("field `{}`: {e}", args.answer_field))
 }
 
@@ -133,6 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                             reason: v.reason,
                             extracted: &v.extracted,
                             normalized: &v.normalized,
+                            canonical: &v.canonical,
                         },
                     )?;
                     out.write_all(b"\n")?;
@@ -153,8 +165,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         right as f64 / scored as f64
     };
+    // The integer mode's summary line is unchanged; the others name their mode.
+    let mode = match args.mode {
+        Mode::Integer => String::new(),
+        m => format!(" ({m} mode)"),
+    };
     eprintln!(
-        "rstar verify: {scored} scored, {skipped} skipped; accuracy {accuracy:.4} ({right}/{scored})"
+        "rstar verify{mode}: {scored} scored, {skipped} skipped; accuracy {accuracy:.4} ({right}/{scored})"
     );
     let per_reason: Vec<String> = Reason::ALL
         .iter()

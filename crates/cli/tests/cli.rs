@@ -28,7 +28,9 @@ mod cli {
     mod tools_serve;
     pub mod train;
     mod train_plots;
+    mod train_report;
     mod train_scheduled;
+    mod train_tensorboard;
     #[cfg(feature = "wgpu")]
     mod train_wgpu;
     mod verify;

@@ -235,140 +235,7 @@ impl QwenConfig {
 
     /// Parses HF `config.json` text; `path` names the source in errors.
     pub fn from_hf_str(text: &str, path: &Path) -> Result<Self> {
-        let v: Value = serde_json::from_str(text).map_err(|e| Error::json(path, &e))?;
-        let unsupported = |field: &str, value: &Value, reason: &str| Error::Unsupported {
-            path: path.to_path_buf(),
-            field: field.to_string(),
-            value: value.to_string(),
-            reason: reason.to_string(),
-        };
-        let missing = |field: &str| Error::Json {
-            path: path.to_path_buf(),
-            line: 0,
-            message: format!("missing or non-numeric field `{field}`"),
-        };
-        let class = v
-            .get("architectures")
-            .and_then(|a| a.get(0))
-            .and_then(Value::as_str);
-        let model_type = v.get("model_type").and_then(Value::as_str);
-        let architecture = match (class, model_type) {
-            (Some("Qwen2ForCausalLM"), _) | (None, Some("qwen2")) => Architecture::Qwen2,
-            (Some("Qwen3ForCausalLM"), _) | (None, Some("qwen3")) => Architecture::Qwen3,
-            (Some(_), _) => {
-                return Err(unsupported(
-                    "architectures",
-                    &v["architectures"],
-                    "Qwen2ForCausalLM or Qwen3ForCausalLM",
-                ));
-            }
-            (None, _) => {
-                return Err(unsupported(
-                    "model_type",
-                    v.get("model_type").unwrap_or(&Value::Null),
-                    "qwen2 or qwen3",
-                ));
-            }
-        };
-        let usize_field = |field: &str| -> Result<usize> {
-            v.get(field)
-                .and_then(Value::as_u64)
-                .map(|x| x as usize)
-                .ok_or_else(|| missing(field))
-        };
-        if let Some(act) = v.get("hidden_act")
-            && act.as_str() != Some("silu")
-        {
-            return Err(unsupported("hidden_act", act, "silu"));
-        }
-        if let Some(scaling) = v.get("rope_scaling")
-            && !scaling.is_null()
-        {
-            return Err(unsupported(
-                "rope_scaling",
-                scaling,
-                "null (no RoPE scaling)",
-            ));
-        }
-        if let Some(rp) = v.get("rope_parameters")
-            && let Some(kind) = rp.get("rope_type")
-            && kind.as_str() != Some("default")
-        {
-            return Err(unsupported("rope_parameters.rope_type", kind, "default"));
-        }
-        if v.get("use_sliding_window").and_then(Value::as_bool) == Some(true) {
-            return Err(unsupported(
-                "use_sliding_window",
-                &v["use_sliding_window"],
-                "false",
-            ));
-        }
-        let hidden_size = usize_field("hidden_size")?;
-        let num_attention_heads = usize_field("num_attention_heads")?;
-        let num_key_value_heads = match v.get("num_key_value_heads") {
-            Some(Value::Null) | None => num_attention_heads,
-            Some(_) => usize_field("num_key_value_heads")?,
-        };
-        let head_dim = match v.get("head_dim") {
-            Some(Value::Null) | None => hidden_size / num_attention_heads.max(1),
-            Some(_) => usize_field("head_dim")?,
-        };
-        let rope_theta = v
-            .get("rope_theta")
-            .and_then(Value::as_f64)
-            .or_else(|| {
-                v.get("rope_parameters")
-                    .and_then(|r| r.get("rope_theta"))
-                    .and_then(Value::as_f64)
-            })
-            .unwrap_or(match architecture {
-                Architecture::Qwen2 => 10_000.0,
-                Architecture::Qwen3 => 1_000_000.0,
-            });
-        let rms_norm_eps = v
-            .get("rms_norm_eps")
-            .and_then(Value::as_f64)
-            .unwrap_or(1e-6);
-        let tie_word_embeddings = v
-            .get("tie_word_embeddings")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let attention_bias = v
-            .get("attention_bias")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let eos_token_ids = match v.get("eos_token_id") {
-            Some(Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(Value::as_u64)
-                .map(|x| x as u32)
-                .collect(),
-            _ => Vec::new(),
-        };
-        let config = QwenConfig {
-            architecture,
-            vocab_size: usize_field("vocab_size")?,
-            hidden_size,
-            intermediate_size: usize_field("intermediate_size")?,
-            num_hidden_layers: usize_field("num_hidden_layers")?,
-            num_attention_heads,
-            num_key_value_heads,
-            head_dim,
-            rope_theta,
-            rms_norm_eps,
-            max_position_embeddings: v
-                .get("max_position_embeddings")
-                .and_then(Value::as_u64)
-                .map(|x| x as usize)
-                .unwrap_or(32_768),
-            tie_word_embeddings,
-            qkv_bias: architecture == Architecture::Qwen2 || attention_bias,
-            qk_norm: architecture == Architecture::Qwen3,
-            eos_token_ids,
-        };
-        config.validate()?;
-        Ok(config)
+        HfConfig::parse(text, path)?.validate(path)
     }
 
     /// Renders an HF-compatible `config.json`, so checkpoints saved by this
@@ -422,6 +289,183 @@ impl QwenConfig {
             v["attention_bias"] = json!(self.qkv_bias);
         }
         Ok(serde_json::to_string_pretty(&v).expect("a json value serialises"))
+    }
+}
+
+/// HF `config.json` as written: the fields this crate reads, all optional (absent and `null`
+/// read as `None`, other fields are ignored); [`HfConfig::validate`] turns it into a
+/// [`QwenConfig`].
+#[derive(Debug, Default, Deserialize)]
+struct HfConfig {
+    architectures: Option<Vec<String>>,
+    model_type: Option<String>,
+    vocab_size: Option<usize>,
+    hidden_size: Option<usize>,
+    intermediate_size: Option<usize>,
+    num_hidden_layers: Option<usize>,
+    num_attention_heads: Option<usize>,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    rope_theta: Option<f64>,
+    rope_parameters: Option<HfRopeParameters>,
+    /// Kept as written: any non-`null` value is unsupported, and the error shows it.
+    rope_scaling: Option<Value>,
+    rms_norm_eps: Option<f64>,
+    max_position_embeddings: Option<usize>,
+    tie_word_embeddings: Option<bool>,
+    attention_bias: Option<bool>,
+    hidden_act: Option<String>,
+    use_sliding_window: Option<bool>,
+    eos_token_id: Option<EosTokenIds>,
+}
+
+/// `rope_parameters` (transformers ≥ 4.56 moves `rope_theta` here).
+#[derive(Debug, Default, Deserialize)]
+struct HfRopeParameters {
+    rope_type: Option<String>,
+    rope_theta: Option<f64>,
+}
+
+/// `eos_token_id`: one id or a list of ids.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum EosTokenIds {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl HfConfig {
+    /// Reads the text; a field of the wrong type is named in the error.
+    fn parse(text: &str, path: &Path) -> Result<Self> {
+        let json_err = |e: &serde_json::Error| Error::json(path, e);
+        let v: Value = serde_json::from_str(text).map_err(|e| json_err(&e))?;
+        let Value::Object(obj) = v else {
+            return Err(Error::Json {
+                path: path.to_path_buf(),
+                line: 1,
+                message: "a config.json must be a JSON object".into(),
+            });
+        };
+        serde_json::from_str::<HfConfig>(text).map_err(|whole| {
+            // Every field is optional, so the field that fails alone is the one that fails the
+            // whole; serde_json's own message does not name it.
+            obj.into_iter()
+                .find_map(|(name, value)| {
+                    let alone = Value::Object(serde_json::Map::from_iter([(name.clone(), value)]));
+                    serde_json::from_value::<HfConfig>(alone)
+                        .err()
+                        .map(|e| Error::Json {
+                            path: path.to_path_buf(),
+                            line: whole.line(),
+                            message: format!("`{name}`: {e}"),
+                        })
+                })
+                .unwrap_or_else(|| json_err(&whole))
+        })
+    }
+
+    /// The normalised config, validated.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] naming the field for an architecture other than Qwen2/Qwen3, an
+    /// activation other than SiLU, RoPE scaling or sliding windows; [`Error::Json`] naming a
+    /// missing required field; [`QwenConfig::validate`]'s errors.
+    fn validate(self, path: &Path) -> Result<QwenConfig> {
+        let unsupported = |field: &str, value: String, reason: &str| Error::Unsupported {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            value,
+            reason: reason.to_string(),
+        };
+        let quoted = |s: &str| Value::from(s).to_string();
+        let required = |field: &str, value: Option<usize>| {
+            value.ok_or_else(|| Error::Json {
+                path: path.to_path_buf(),
+                line: 0,
+                message: format!("missing or non-numeric field `{field}`"),
+            })
+        };
+        let class = self.architectures.as_ref().and_then(|a| a.first());
+        let architecture = match (class.map(String::as_str), self.model_type.as_deref()) {
+            (Some("Qwen2ForCausalLM"), _) | (None, Some("qwen2")) => Architecture::Qwen2,
+            (Some("Qwen3ForCausalLM"), _) | (None, Some("qwen3")) => Architecture::Qwen3,
+            (Some(_), _) => {
+                let written = Value::from(self.architectures.clone().unwrap_or_default());
+                return Err(unsupported(
+                    "architectures",
+                    written.to_string(),
+                    "Qwen2ForCausalLM or Qwen3ForCausalLM",
+                ));
+            }
+            (None, model_type) => {
+                return Err(unsupported(
+                    "model_type",
+                    model_type.map_or_else(|| "null".to_string(), quoted),
+                    "qwen2 or qwen3",
+                ));
+            }
+        };
+        if let Some(act) = &self.hidden_act
+            && act != "silu"
+        {
+            return Err(unsupported("hidden_act", quoted(act), "silu"));
+        }
+        if let Some(scaling) = &self.rope_scaling
+            && !scaling.is_null()
+        {
+            return Err(unsupported(
+                "rope_scaling",
+                scaling.to_string(),
+                "null (no RoPE scaling)",
+            ));
+        }
+        let rope = self.rope_parameters.unwrap_or_default();
+        if let Some(kind) = &rope.rope_type
+            && kind != "default"
+        {
+            return Err(unsupported(
+                "rope_parameters.rope_type",
+                quoted(kind),
+                "default",
+            ));
+        }
+        if self.use_sliding_window == Some(true) {
+            return Err(unsupported("use_sliding_window", "true".into(), "false"));
+        }
+        let hidden_size = required("hidden_size", self.hidden_size)?;
+        let num_attention_heads = required("num_attention_heads", self.num_attention_heads)?;
+        let attention_bias = self.attention_bias.unwrap_or(false);
+        let config = QwenConfig {
+            architecture,
+            vocab_size: required("vocab_size", self.vocab_size)?,
+            hidden_size,
+            intermediate_size: required("intermediate_size", self.intermediate_size)?,
+            num_hidden_layers: required("num_hidden_layers", self.num_hidden_layers)?,
+            num_attention_heads,
+            num_key_value_heads: self.num_key_value_heads.unwrap_or(num_attention_heads),
+            head_dim: self
+                .head_dim
+                .unwrap_or(hidden_size / num_attention_heads.max(1)),
+            rope_theta: self
+                .rope_theta
+                .or(rope.rope_theta)
+                .unwrap_or(match architecture {
+                    Architecture::Qwen2 => 10_000.0,
+                    Architecture::Qwen3 => 1_000_000.0,
+                }),
+            rms_norm_eps: self.rms_norm_eps.unwrap_or(1e-6),
+            max_position_embeddings: self.max_position_embeddings.unwrap_or(32_768),
+            tie_word_embeddings: self.tie_word_embeddings.unwrap_or(false),
+            qkv_bias: architecture == Architecture::Qwen2 || attention_bias,
+            qk_norm: architecture == Architecture::Qwen3,
+            eos_token_ids: match self.eos_token_id {
+                None => Vec::new(),
+                Some(EosTokenIds::One(id)) => vec![id],
+                Some(EosTokenIds::Many(ids)) => ids,
+            },
+        };
+        config.validate()?;
+        Ok(config)
     }
 }
 
@@ -488,6 +532,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("rope_scaling"), "{msg}");
+    }
+
+    #[test]
+    fn hf_fields_of_the_wrong_type_are_named_and_unknown_fields_ignored() {
+        let good = QwenConfig::test_tiny(100).to_hf_json().unwrap();
+        let mut v: Value = serde_json::from_str(&good).unwrap();
+        v["some_future_field"] = json!({"x": 1});
+        v["num_key_value_heads"] = Value::Null;
+        let c = QwenConfig::from_hf_str(&v.to_string(), Path::new("c.json")).unwrap();
+        assert_eq!(c.num_key_value_heads, c.num_attention_heads);
+        for (field, bad) in [
+            ("hidden_size", json!("64")),
+            ("rope_theta", json!([1])),
+            ("tie_word_embeddings", json!(1)),
+            ("eos_token_id", json!("eos")),
+            ("architectures", json!("Qwen2ForCausalLM")),
+        ] {
+            let mut v: Value = serde_json::from_str(&good).unwrap();
+            v[field] = bad;
+            let msg = QwenConfig::from_hf_str(&v.to_string(), Path::new("c.json"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                msg.contains("c.json") && msg.contains(&format!("`{field}`")),
+                "{msg}"
+            );
+        }
+        let mut v: Value = serde_json::from_str(&good).unwrap();
+        v.as_object_mut().unwrap().remove("vocab_size");
+        let msg = QwenConfig::from_hf_str(&v.to_string(), Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("`vocab_size`"), "{msg}");
+        let msg = QwenConfig::from_hf_str("[1]", Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("JSON object"), "{msg}");
     }
 
     #[test]

@@ -37,6 +37,73 @@ pub enum Sampling {
     },
 }
 
+/// An OpenAI sampling parameter out of range, named by its OpenAI field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{field}`: {reason}")]
+pub struct SamplingError {
+    /// The OpenAI field: `temperature`, `top_p` or `top_k`.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl Sampling {
+    /// The strategy for OpenAI/vLLM sampling parameters, as `rstar serve` reads a request and
+    /// `rstar eval` its flags. Absent values are OpenAI's defaults (`temperature` 1, `top_p` 1,
+    /// vLLM's `top_k` -1 = off; 0 is off too).
+    ///
+    /// `temperature` 0 is greedy whatever the other two say (vLLM's rule); otherwise `top_k` ≥ 1
+    /// gives [`Sampling::TopK`], `top_p` < 1 [`Sampling::TopP`], and neither
+    /// [`Sampling::Temperature`].
+    ///
+    /// # Errors
+    /// A [`SamplingError`] naming the field: a negative or non-finite `temperature`, a `top_p`
+    /// outside `(0, 1]`, a `top_k` below -1, or `top_k` and `top_p` both active (the sampler
+    /// applies one of them).
+    pub fn from_openai(
+        temperature: Option<f32>,
+        top_p: Option<f32>,
+        top_k: Option<i64>,
+    ) -> std::result::Result<Self, SamplingError> {
+        let bad = |field: &'static str, reason: &str| SamplingError {
+            field,
+            reason: reason.to_string(),
+        };
+        let temperature = temperature.unwrap_or(1.0);
+        if !(temperature.is_finite() && temperature >= 0.0) {
+            return Err(bad("temperature", "must be a number ≥ 0"));
+        }
+        let top_p = top_p.unwrap_or(1.0);
+        if !(top_p > 0.0 && top_p <= 1.0) {
+            return Err(bad("top_p", "must be in (0, 1]"));
+        }
+        let top_k = top_k.unwrap_or(-1);
+        if top_k < -1 {
+            return Err(bad("top_k", "must be -1 or 0 (off) or a positive count"));
+        }
+        Ok(if temperature == 0.0 {
+            Sampling::Greedy
+        } else if top_k >= 1 && top_p < 1.0 {
+            return Err(bad(
+                "top_k",
+                "cannot be combined with `top_p` < 1; set one of them",
+            ));
+        } else if top_k >= 1 {
+            Sampling::TopK {
+                k: usize::try_from(top_k).unwrap_or(usize::MAX),
+                temperature,
+            }
+        } else if top_p < 1.0 {
+            Sampling::TopP {
+                p: top_p,
+                temperature,
+            }
+        } else {
+            Sampling::Temperature { temperature }
+        })
+    }
+}
+
 /// Generation settings shared by a batch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GenerationConfig {
@@ -478,6 +545,80 @@ fn draw(logits: &[f32], cands: &[usize], temperature: f32, rng: &mut impl Rng) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn from_openai_maps_and_names_the_bad_field() {
+        use Sampling::*;
+        // (temperature, top_p, top_k) → strategy, written out by hand from vLLM's rules.
+        // (temperature, top_p, top_k) as an OpenAI request gives them.
+        type Args = (Option<f32>, Option<f32>, Option<i64>);
+        let valid: &[(Args, Sampling)] = &[
+            ((None, None, None), Temperature { temperature: 1.0 }),
+            ((Some(0.7), None, None), Temperature { temperature: 0.7 }),
+            (
+                (Some(0.7), Some(1.0), Some(-1)),
+                Temperature { temperature: 0.7 },
+            ),
+            ((Some(0.7), None, Some(0)), Temperature { temperature: 0.7 }),
+            ((Some(0.0), None, None), Greedy),
+            ((Some(0.0), Some(0.5), Some(3)), Greedy),
+            (
+                (Some(0.5), None, Some(3)),
+                TopK {
+                    k: 3,
+                    temperature: 0.5,
+                },
+            ),
+            (
+                (None, Some(1.0), Some(1)),
+                TopK {
+                    k: 1,
+                    temperature: 1.0,
+                },
+            ),
+            (
+                (None, Some(0.9), None),
+                TopP {
+                    p: 0.9,
+                    temperature: 1.0,
+                },
+            ),
+            (
+                (Some(2.0), Some(0.25), Some(-1)),
+                TopP {
+                    p: 0.25,
+                    temperature: 2.0,
+                },
+            ),
+        ];
+        for &((t, p, k), want) in valid {
+            assert_eq!(
+                Sampling::from_openai(t, p, k),
+                Ok(want),
+                "{t:?} {p:?} {k:?}"
+            );
+            assert!(validate_sampling(want).is_ok(), "{want:?}");
+        }
+        let invalid: &[(Args, &str)] = &[
+            ((Some(-0.1), None, None), "temperature"),
+            ((Some(f32::NAN), None, None), "temperature"),
+            ((Some(f32::INFINITY), None, None), "temperature"),
+            ((None, Some(0.0), None), "top_p"),
+            ((None, Some(1.5), None), "top_p"),
+            ((Some(0.0), Some(-1.0), None), "top_p"),
+            ((None, Some(f32::NAN), None), "top_p"),
+            ((None, None, Some(-2)), "top_k"),
+            ((Some(0.5), Some(0.5), Some(2)), "top_k"),
+        ];
+        for &((t, p, k), field) in invalid {
+            let err = Sampling::from_openai(t, p, k).unwrap_err();
+            assert_eq!(err.field, field, "{t:?} {p:?} {k:?}");
+            assert!(
+                err.to_string().starts_with(&format!("`{field}`: ")),
+                "{err}"
+            );
+        }
+    }
 
     fn counts(logits: &[f32], s: Sampling, n: usize) -> Vec<usize> {
         let mut rng = ChaCha8Rng::seed_from_u64(7);

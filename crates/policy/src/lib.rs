@@ -56,7 +56,8 @@ pub use checkpoint::{WeightDtype, load_dir, load_model, save_dir};
 pub use config::{Architecture, QwenConfig};
 pub use error::{Error, Result};
 pub use generate::{
-    FinishReason, Generation, GenerationConfig, Request, Sampling, generate, generate_requests,
+    FinishReason, Generation, GenerationConfig, Request, Sampling, SamplingError, generate,
+    generate_requests,
 };
 pub use logprobs::{
     LOGIT_CHUNK_ELEMENTS, masked_nll, sequence_logprobs, sequence_logprobs_chunked, token_logprobs,

@@ -4,9 +4,10 @@
 //! answer format. The reward itself stays 0/1.
 //!
 //! The crate has two rules, named after where they come from:
-//! - [`Mode::Paper`]: failures uniformly, successes with probability ∝
-//!   1/`p_total` (zero-penalty ones first), both without replacement, half and
-//!   half with the rest filled from the other side; seeded ChaCha8.
+//! - [`Mode::Paper`]: each side halved in proportion (`⌊n_neg/2⌋` failures of
+//!   a group of `2·keep`, the rest successes; [`GroupRule::paper_counts`]),
+//!   failures uniformly, successes with probability ∝ 1/`p_total` (zero-penalty
+//!   ones first), both without replacement; seeded ChaCha8.
 //! - [`Mode::Reference`]: microsoft/rStar's `resample_of_correct`, exactly:
 //!   proportional split rounded half to even, floors, lowest-penalty successes,
 //!   failures in rollout order, small groups dropped.

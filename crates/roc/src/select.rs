@@ -17,9 +17,10 @@ use crate::{Error, Result, TraceSummary};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
-    /// The paper: failures uniformly, successes ∝ 1/`p_total` (zero penalty
-    /// first), both without replacement; half and half, the rest filled from
-    /// the other side. Groups of at most `keep` traces are kept whole.
+    /// The paper: each side halved in proportion (`⌊n_neg/2⌋` failures of a
+    /// group of `2·keep`, the rest successes; [`GroupRule::paper_counts`]),
+    /// failures uniformly, successes ∝ 1/`p_total` (zero penalty first), both
+    /// without replacement. Groups of at most `keep` traces are kept whole.
     Paper,
     /// The reference code (microsoft/rStar `resample_of_correct`): proportional
     /// split `round(count · keep / G)` with ties to even, floors, lowest-penalty
@@ -48,13 +49,14 @@ pub struct RocConfig {
 }
 
 impl RocConfig {
-    /// The paper's GRPO-RoC: 2G = 32 → G = 16, floors 2/2, paper penalties.
+    /// The paper's GRPO-RoC: 2G = 32 → G = 16, no floors (the paper has
+    /// none: the proportional counts decide), paper penalties.
     pub fn paper() -> Self {
         Self {
             mode: Mode::Paper,
             keep: 16,
-            min_failures: 2,
-            min_successes: 2,
+            min_failures: 0,
+            min_successes: 0,
             penalties: PenaltyOptions::paper(),
             reject_equal_reward: false,
             seed: 0,
@@ -66,6 +68,8 @@ impl RocConfig {
     pub fn reference() -> Self {
         Self {
             mode: Mode::Reference,
+            min_failures: 2,
+            min_successes: 2,
             penalties: PenaltyOptions::reference(),
             ..Self::paper()
         }
@@ -115,11 +119,12 @@ pub struct GroupRule {
 impl GroupRule {
     /// The paper's rule on one group; returns the kept indices, ascending.
     ///
-    /// A group of at most `keep` traces is kept whole. Otherwise `keep / 2`
-    /// failures and the rest successes, or all of the smaller side and the rest
-    /// from the other; the floors are then applied as in the reference. Failures
-    /// are drawn uniformly; successes with `p_total = 0` first (uniformly among
-    /// them), then successively with probability ∝ 1/`p_total` among those left.
+    /// A group of at most `keep` traces is kept whole. Otherwise each side is halved in
+    /// proportion ([`GroupRule::paper_counts`]): of a group of `n` traces with `n_neg` failures,
+    /// `⌊n_neg · keep / n⌋` failures (`⌊n_neg / 2⌋` for the paper's `n = 2 · keep`) and the
+    /// other `keep − ⌊n_neg · keep / n⌋` from the successes. Failures are drawn uniformly;
+    /// successes with `p_total = 0` first (uniformly among them), then successively with
+    /// probability ∝ 1/`p_total` among those left; both without replacement.
     pub fn paper<R: Rng + ?Sized>(
         &self,
         rewards: &[f64],
@@ -131,27 +136,7 @@ impl GroupRule {
             return (0..g).collect();
         }
         let (pos, neg) = split(rewards);
-        let n = self.keep;
-        let (mut k_neg, mut k_pos) = (n / 2, n - n / 2);
-        if neg.len() < k_neg {
-            k_neg = neg.len();
-            k_pos = n - k_neg;
-        } else if pos.len() < k_pos {
-            k_pos = pos.len();
-            k_neg = n - k_pos;
-        }
-        // Floors are clamped to `keep` so that a rule built without
-        // `RocConfig::validate` cannot underflow.
-        let floor_neg = self.min_failures.min(neg.len()).min(n);
-        if k_neg < floor_neg {
-            k_neg = floor_neg;
-            k_pos = n - k_neg;
-        }
-        let floor_pos = self.min_successes.min(pos.len()).min(n);
-        if k_pos < floor_pos {
-            k_pos = floor_pos;
-            k_neg = n - k_pos;
-        }
+        let (k_neg, k_pos) = self.paper_counts(neg.len(), pos.len());
         let mut kept: Vec<usize> = index::sample(rng, neg.len(), k_neg)
             .into_iter()
             .map(|i| neg[i])
@@ -159,6 +144,34 @@ impl GroupRule {
         kept.extend(sample_inverse_penalty(&pos, p_total, k_pos, rng));
         kept.sort_unstable();
         kept
+    }
+
+    /// The paper mode's counts `(failures, successes)` for a group of `failures + successes`
+    /// traces larger than `keep`: `⌊failures · keep / n⌋` failures, the rest successes, then
+    /// the floors (`min_failures`, `min_successes`, each capped at what its side has) raise a
+    /// side below its floor, taking from the other. Each side is capped at what it has and the
+    /// other fills the rest; for a group larger than `keep` the proportional counts never run
+    /// short (`keep − ⌊f · keep / n⌋ = ⌈s · keep / n⌉ ≤ s`), so only floors can make a side
+    /// fill in. The counts add up to `keep`.
+    pub fn paper_counts(&self, failures: usize, successes: usize) -> (usize, usize) {
+        let n = failures + successes;
+        let keep = self.keep.min(n);
+        if n == 0 {
+            return (0, 0);
+        }
+        let mut k_neg = failures * keep / n;
+        let floor_neg = self.min_failures.min(failures).min(keep);
+        if k_neg < floor_neg {
+            k_neg = floor_neg;
+        }
+        let floor_pos = self.min_successes.min(successes).min(keep);
+        if keep - k_neg < floor_pos {
+            k_neg = keep - floor_pos;
+        }
+        // Caps: a side never gives more than it has; the other fills.
+        k_neg = k_neg.min(failures);
+        let k_pos = (keep - k_neg).min(successes);
+        (keep - k_pos, k_pos)
     }
 
     /// The reference code's rule on one group, exactly; returns the kept
@@ -606,22 +619,60 @@ mod tests {
         );
     }
 
+    fn no_floors(keep: usize) -> GroupRule {
+        GroupRule {
+            keep,
+            min_failures: 0,
+            min_successes: 0,
+        }
+    }
+
     #[test]
-    fn paper_half_and_half_then_fill() {
+    fn paper_counts_halve_each_side_in_proportion() {
+        // Groups of 2G = 32 down to 16: ⌊n_neg / 2⌋ failures, the rest successes.
+        let r = no_floors(16);
+        for (n_neg, want) in [
+            (0, (0, 16)),
+            (1, (0, 16)),
+            (2, (1, 15)),
+            (5, (2, 14)),
+            (16, (8, 8)),
+            (17, (8, 8)),
+            (31, (15, 1)),
+            (32, (16, 0)),
+        ] {
+            assert_eq!(r.paper_counts(n_neg, 32 - n_neg), want, "{n_neg} failures");
+        }
+        // Other sizes: ⌊n_neg · keep / n⌋ failures (7 · 16 / 20 = 5.6, 30 · 16 / 31 = 15.5).
+        assert_eq!(r.paper_counts(7, 13), (5, 11));
+        assert_eq!(r.paper_counts(30, 1), (15, 1));
+        assert_eq!(r.paper_counts(0, 0), (0, 0));
+    }
+
+    #[test]
+    fn paper_counts_apply_floors_capped_at_each_side() {
+        // 1 failure of 8 down to 4: ⌊4/8⌋ = 0, raised to min(2, 1) = 1.
+        assert_eq!(rule(4).paper_counts(1, 7), (1, 3));
+        // 7 failures, 1 success: ⌊28/8⌋ = 3 failures, 1 success already meets min(2, 1).
+        assert_eq!(rule(4).paper_counts(7, 1), (3, 1));
+        // 2 of 8 failures: ⌊8/8⌋ = 1, raised to 2.
+        assert_eq!(rule(4).paper_counts(2, 6), (2, 2));
+    }
+
+    #[test]
+    fn paper_keeps_the_proportional_counts() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        // 2 failures of 8 down to 4: half would be 2/2; 2 failures available → 2/2.
+        let failures =
+            |kept: &[usize], rewards: &[f64]| kept.iter().filter(|&&i| rewards[i] <= 0.0).count();
+        // 2 failures of 8 down to 4: 1 failure, 3 successes (not 2 and 2).
         let rewards = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0];
-        let kept = rule(4).paper(&rewards, &[0.0; 8], &mut rng);
-        assert_eq!(kept.iter().filter(|&&i| rewards[i] <= 0.0).count(), 2);
-        // 1 failure of 8 down to 4: 1 failure, 3 successes.
-        let rewards = [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0];
-        let kept = rule(4).paper(&rewards, &[0.0; 8], &mut rng);
-        assert_eq!(kept.iter().filter(|&&i| rewards[i] <= 0.0).count(), 1);
-        // 1 success: 1 success, 3 failures.
+        let kept = no_floors(4).paper(&rewards, &[0.5; 8], &mut rng);
+        assert_eq!((kept.len(), failures(&kept, &rewards)), (4, 1));
+        // 1 success: it is kept with 3 failures.
         let rewards = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0];
-        let kept = rule(4).paper(&rewards, &[0.0; 8], &mut rng);
+        let kept = no_floors(4).paper(&rewards, &[0.0; 8], &mut rng);
         assert!(kept.contains(&3));
-        assert_eq!(kept.len(), 4);
+        assert_eq!((kept.len(), failures(&kept, &rewards)), (4, 3));
     }
 
     #[test]
@@ -646,6 +697,7 @@ mod tests {
         let rewards = [0.0, 1.0, 0.0, 1.0, 0.0, 1.0];
         let kept = r.paper(&rewards, &[0.5; 6], &mut ChaCha8Rng::seed_from_u64(3));
         assert_eq!(kept.len(), 2);
+        assert_eq!(r.paper_counts(3, 3), (0, 2));
     }
 
     #[test]
@@ -679,6 +731,8 @@ mod tests {
         ));
         let bad = RocConfig {
             keep: 3,
+            min_failures: 2,
+            min_successes: 2,
             ..RocConfig::paper()
         };
         assert!(matches!(

@@ -33,6 +33,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rstar_policy::Sampling;
 use rstar_scheduler::DispatchStats;
 use serde::{Deserialize, Serialize};
 
@@ -379,6 +380,59 @@ where
     })
 }
 
+/// A named evaluation protocol (`rstar eval --preset`): the budget, turns, samples and sampling
+/// an evaluation uses unless flags override them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalProtocol {
+    /// The preset's name.
+    pub name: String,
+    /// Samples per problem (k of avg@k and pass@k).
+    pub samples: usize,
+    /// Response budget in tokens (assistant and tool tokens together).
+    pub max_response_tokens: usize,
+    /// Most assistant turns.
+    pub max_assistant_turns: usize,
+    /// Sampling temperature.
+    pub temperature: f32,
+    /// Nucleus sampling mass (`None`: off).
+    pub top_p: Option<f32>,
+}
+
+impl EvalProtocol {
+    /// The paper's benchmarks as rStar2-Agent trains for them: the last stage of
+    /// [`rstar_curriculum::CurriculumConfig::rstar2_agent`] (12K response tokens, 15 turns), 16
+    /// samples a problem for avg@16 and pass@k, temperature 1.0 (the rollout temperature; the
+    /// report's evaluation temperature is not in the material we have) and no top-p.
+    pub fn rstar2_agent() -> Self {
+        let curriculum = rstar_curriculum::CurriculumConfig::rstar2_agent();
+        let (tokens, turns) = curriculum.stages.last().map_or((12_288, 15), |s| {
+            (s.max_response_tokens, s.max_assistant_turns)
+        });
+        EvalProtocol {
+            name: "rstar2-agent".into(),
+            samples: 16,
+            max_response_tokens: tokens as usize,
+            max_assistant_turns: turns as usize,
+            temperature: 1.0,
+            top_p: None,
+        }
+    }
+
+    /// A protocol by name: `rstar2-agent`.
+    ///
+    /// # Errors
+    /// [`AgentError::EvalConfig`] naming `preset` for another name.
+    pub fn by_name(name: &str) -> Result<Self, AgentError> {
+        match name {
+            "rstar2-agent" | "rstar2_agent" => Ok(Self::rstar2_agent()),
+            other => Err(AgentError::EvalConfig {
+                field: "preset".into(),
+                message: format!("is `{other}`, expected `rstar2-agent`"),
+            }),
+        }
+    }
+}
+
 /// `summary.json`: the summary, what was run and how fast.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalSummaryFile {
@@ -400,6 +454,12 @@ pub struct EvalSummaryFile {
     pub tokens_per_sec: f64,
     /// The dispatcher's counters.
     pub dispatch: DispatchStats,
+    /// The sampler of every turn (absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<Sampling>,
+    /// The protocol the run started from (`--preset`), before flags overrode it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<EvalProtocol>,
 }
 
 impl EvalSummaryFile {
@@ -415,6 +475,8 @@ impl EvalSummaryFile {
             stats: run.stats,
             tokens_per_sec: run.stats.tokens_per_sec(),
             dispatch: run.dispatch.clone(),
+            sampling: None,
+            protocol: None,
         }
     }
 }
@@ -482,6 +544,18 @@ mod tests {
         assert_eq!(reported_ks(1), vec![1]);
         assert_eq!(reported_ks(4), vec![1, 2, 4]);
         assert_eq!(reported_ks(6), vec![1, 2, 4, 6]);
+    }
+
+    #[test]
+    fn the_rstar2_agent_protocol_is_the_last_stages_budget() {
+        let p = EvalProtocol::by_name("rstar2-agent").unwrap();
+        assert_eq!(
+            (p.max_response_tokens, p.max_assistant_turns, p.samples),
+            (12_288, 15, 16)
+        );
+        assert_eq!((p.temperature, p.top_p), (1.0, None));
+        let err = EvalProtocol::by_name("tiny").unwrap_err().to_string();
+        assert!(err.contains("preset"), "{err}");
     }
 
     #[test]

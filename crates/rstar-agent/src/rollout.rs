@@ -11,7 +11,11 @@
 //!
 //! Deterministic for a seed: round `r` samples with a seed derived from `(seed, r)` and sequence
 //! `i` of the round's batch with that seed `+ i` (the policy's rule); the batch order is the
-//! episode order, so the same prompts, policy and seed give the same trajectories.
+//! episode order, so the same prompts, policy and seed give the same trajectories. With
+//! [`RolloutConfig::per_rollout_seeds`], turn `t` of rollout `r` samples with
+//! `mix(mix(seed, r), t)` instead (the scheduled driver's rule), so the trajectories do not depend
+//! on `max_batch` either, and [`rollout_chunked`] can roll out a large set of problems a chunk at
+//! a time with the same results.
 //!
 //! ```
 //! use rstar_agent::rollout::{FnExecutor, Prompt, RolloutConfig, rollout};
@@ -144,6 +148,11 @@ pub struct RolloutConfig {
     pub max_batch: usize,
     /// EOS ids that end a turn besides the template's stop strings.
     pub eos: Vec<u32>,
+    /// Seed each rollout's turns on their own, `mix(mix(seed, rollout), turn)` (rollouts
+    /// numbered prompt-major from 0), rather than by round and position in the batch: the
+    /// trajectories are then the same whatever `max_batch` and chunking (up to float rounding).
+    #[serde(default)]
+    pub per_rollout_seeds: bool,
 }
 
 impl RolloutConfig {
@@ -156,6 +165,7 @@ impl RolloutConfig {
             seed,
             max_batch: 0,
             eos: Vec::new(),
+            per_rollout_seeds: false,
         }
     }
 }
@@ -163,8 +173,11 @@ impl RolloutConfig {
 /// Counters and timings of one rollout.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct RolloutStats {
-    /// Generation rounds (one batched call each, or more with `max_batch`).
+    /// Generation calls (one per round, or more with `max_batch`).
     pub rounds: usize,
+    /// The most sequences in one generation call.
+    #[serde(default)]
+    pub largest_call: usize,
     /// Tokens sampled by the policy (before episodes cut them at their budget).
     pub generated_tokens: usize,
     /// Tool calls executed (parse failures are answered without running).
@@ -217,6 +230,55 @@ pub fn rollout(
     config: &RolloutConfig,
     executor: &mut dyn ToolExecutor,
 ) -> Result<RolloutOutput, AgentError> {
+    rollout_from(model, tokenizer, prompts, samples, config, executor, 0)
+}
+
+/// [`rollout`] of `prompts` a chunk of `chunk` prompts at a time (`0`: all at once), each
+/// chunk's output handed to `on_chunk` with the chunk's prompts and then dropped, so memory
+/// holds one chunk's episodes whatever the number of prompts. With
+/// [`RolloutConfig::per_rollout_seeds`] the trajectories are those of one [`rollout`] of all
+/// of them (rollouts keep their global numbers); without, each chunk is seeded as a rollout of
+/// its own.
+///
+/// # Errors
+/// [`rollout`]'s, and `on_chunk`'s.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "rollout's arguments, the chunk size and the consumer of each chunk"
+)]
+pub fn rollout_chunked(
+    model: &Qwen,
+    tokenizer: &Tokenizer,
+    prompts: &[Prompt],
+    samples: usize,
+    config: &RolloutConfig,
+    executor: &mut dyn ToolExecutor,
+    chunk: usize,
+    mut on_chunk: impl FnMut(&[Prompt], RolloutOutput) -> Result<(), AgentError>,
+) -> Result<(), AgentError> {
+    let chunk = if chunk == 0 {
+        prompts.len().max(1)
+    } else {
+        chunk
+    };
+    for (c, part) in prompts.chunks(chunk).enumerate() {
+        let first = (c * chunk * samples) as u64;
+        let out = rollout_from(model, tokenizer, part, samples, config, executor, first)?;
+        on_chunk(part, out)?;
+    }
+    Ok(())
+}
+
+/// [`rollout`] whose rollouts are numbered from `first` (the per-rollout seeds' numbering).
+fn rollout_from(
+    model: &Qwen,
+    tokenizer: &Tokenizer,
+    prompts: &[Prompt],
+    samples: usize,
+    config: &RolloutConfig,
+    executor: &mut dyn ToolExecutor,
+    first: u64,
+) -> Result<RolloutOutput, AgentError> {
     let tok = PolicyTokenizer(tokenizer);
     let template = Template::of(config.template);
     let stops: Vec<String> = template
@@ -236,6 +298,8 @@ pub fn rollout(
     }
     let mut stats = RolloutStats::default();
     let mut round = 0u64;
+    // Assistant turns written so far per episode (the per-rollout seeds' turn number).
+    let mut turns = vec![0u64; episodes.len()];
     let max_pos = model.config.max_position_embeddings;
     loop {
         // A context that fills the model (a long prompt, or a tool turn that reached the end)
@@ -270,7 +334,9 @@ pub fn rollout(
                     prompt: episodes[i].context_ids(),
                     stop_strings: Some(stops.clone()),
                     max_new_tokens: Some(max_tokens),
-                    seed: None,
+                    seed: config
+                        .per_rollout_seeds
+                        .then(|| mix_seed(mix_seed(config.seed, first + i as u64), turns[i])),
                 })
                 .collect();
             let gen_config = GenerationConfig {
@@ -282,6 +348,7 @@ pub fn rollout(
             };
             let outputs = generate_requests(model, tokenizer, &requests, &gen_config)?;
             stats.rounds += 1;
+            stats.largest_call = stats.largest_call.max(requests.len());
             for ((&(i, _), request), g) in part.iter().zip(&requests).zip(outputs) {
                 stats.generated_tokens += g.tokens.len();
                 // Cut by the model's context rather than by a stop string or the budget.
@@ -292,6 +359,7 @@ pub fn rollout(
                     logprobs: g.logprobs,
                 };
                 episodes[i].push_assistant_sampled(&g.tokens, token_stats)?;
+                turns[i] += 1;
                 if at_context {
                     episodes[i].stop(StopReason::TokenBudget);
                 }

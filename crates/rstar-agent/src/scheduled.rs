@@ -133,6 +133,10 @@ pub struct ScheduleConfig {
     /// Keep per-token entropies, log-probabilities and token texts in the trajectories (when
     /// the generators report them); otherwise they are dropped to keep files small.
     pub record_entropy: bool,
+    /// How answers are scored: `integer` (the training reward, the default), `math` or
+    /// `choice` (see `rstar_verifier::Mode`).
+    #[serde(default)]
+    pub verifier: rstar_verifier::Mode,
 }
 
 impl ScheduleConfig {
@@ -146,6 +150,7 @@ impl ScheduleConfig {
             policy: DispatchPolicy::KvAware,
             retention: KvRetention::Keep,
             record_entropy: false,
+            verifier: rstar_verifier::Mode::Integer,
         }
     }
 }
@@ -429,9 +434,10 @@ async fn run_concurrently(
 }
 
 /// Checks every ground truth before anything runs, naming the problem.
-fn check_answers(prompts: &[Prompt]) -> Result<(), AgentError> {
+fn check_answers(prompts: &[Prompt], mode: rstar_verifier::Mode) -> Result<(), AgentError> {
+    let verifier = rstar_verifier::Verifier::new();
     for p in prompts {
-        if let Err(err) = rstar_verifier::verify("", &p.answer) {
+        if let Err(err) = verifier.check_truth(mode, &p.answer) {
             return Err(AgentError::Problem {
                 id: p.id.clone(),
                 message: format!("ground truth {:?}: {err}", p.answer),
@@ -441,9 +447,10 @@ fn check_answers(prompts: &[Prompt]) -> Result<(), AgentError> {
     Ok(())
 }
 
-/// Scores an episode's assistant text with [`rstar_verifier::verify`].
-fn score(text: &str, answer: &str) -> Score {
-    match rstar_verifier::verify(text, answer) {
+/// Scores an episode's assistant text with [`rstar_verifier::Verifier::verify_mode`]
+/// (`integer` is [`rstar_verifier::verify`]).
+fn score(text: &str, answer: &str, mode: rstar_verifier::Mode) -> Score {
+    match rstar_verifier::Verifier::new().verify_mode(mode, text, answer) {
         Ok(v) => Score {
             answer: v.extracted,
             reward: f32::from(v.reward),
@@ -476,7 +483,7 @@ pub async fn run_scheduled<T>(
 where
     T: TextTokenizer + Clone + Send + 'static,
 {
-    check_answers(prompts)?;
+    check_answers(prompts, config.verifier)?;
     let template = Template::of(config.template);
     let mut slots = Vec::with_capacity(prompts.len() * samples);
     for p in prompts {
@@ -558,6 +565,7 @@ where
         tool_calls: shared.tool_calls.load(Ordering::SeqCst),
         generate_secs: elapsed,
         tool_secs: shared.tool_micros.load(Ordering::SeqCst) as f64 / 1e6,
+        ..RolloutStats::default()
     };
     let mut trajectories = Vec::with_capacity(shared.slots.len());
     for (slot, p) in shared
@@ -573,7 +581,7 @@ where
             .ok_or_else(|| {
                 rstar_episode::Error::EpisodeState("a rollout was collected twice".into())
             })?;
-        let mut t = episode.finish_scored(|text| score(text, &p.answer))?;
+        let mut t = episode.finish_scored(|text| score(text, &p.answer, config.verifier))?;
         if !config.record_entropy {
             t.strip_token_stats();
         }

@@ -51,6 +51,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rstar_policy::{FinishReason, Generation, Qwen, Sampling, Tokenizer};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
@@ -337,32 +338,102 @@ fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     })
 }
 
-/// The JSON object of a request body.
-fn body_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::invalid(
-            None,
-            "the request body must be a JSON object",
-        )),
-        Err(e) => Err(ApiError::invalid(
-            None,
-            format!("the request body is not valid JSON: {e}"),
-        )),
+/// A request body as `T`: the body must be a JSON object, then is read into `T` in its written
+/// order (a chat request's tool schemas keep their key order). Absent and `null` fields read as
+/// `None`, unknown fields are ignored (as OpenAI's servers do), and a field of the wrong type is
+/// named in the error.
+fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let obj = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => map,
+        Ok(_) => {
+            return Err(ApiError::invalid(
+                None,
+                "the request body must be a JSON object",
+            ));
+        }
+        Err(e) => {
+            return Err(ApiError::invalid(
+                None,
+                format!("the request body is not valid JSON: {e}"),
+            ));
+        }
+    };
+    serde_json::from_slice::<T>(body).map_err(|whole| {
+        // Every field of a request type is optional, so the field that fails alone is the one
+        // that fails the whole.
+        obj.into_iter()
+            .find_map(|(name, value)| {
+                let alone = Value::Object(Map::from_iter([(name.clone(), value)]));
+                serde_json::from_value::<T>(alone)
+                    .err()
+                    .map(|e| ApiError::field(&name, e))
+            })
+            .unwrap_or_else(|| ApiError::invalid(None, whole.to_string()))
+    })
+}
+
+/// `stop`: a string or a list of strings.
+#[derive(Debug, Default)]
+struct Stop(Vec<String>);
+
+impl<'de> Deserialize<'de> for Stop {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(Stop(vec![s])),
+            v => serde_json::from_value::<Vec<String>>(v)
+                .map(Stop)
+                .map_err(|_| serde::de::Error::custom("must be a string or a list of strings")),
+        }
     }
 }
 
-/// An optional field (absent and `null` read as `None`); a wrong type names the field.
-fn field<T: DeserializeOwned>(obj: &Map<String, Value>, name: &str) -> Result<Option<T>, ApiError> {
-    match obj.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone())
-            .map(Some)
-            .map_err(|e| ApiError::field(name, e)),
-    }
+/// The fields both endpoints read, with OpenAI's (and vLLM's) names; validated by
+/// [`CommonRequest::validate`].
+#[derive(Debug, Default, Deserialize)]
+struct CommonRequest {
+    model: Option<String>,
+    stream: Option<bool>,
+    presence_penalty: Option<f64>,
+    frequency_penalty: Option<f64>,
+    repetition_penalty: Option<f64>,
+    logit_bias: Option<Map<String, Value>>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    top_k: Option<i64>,
+    max_tokens: Option<usize>,
+    /// The chat endpoint's newer name of `max_tokens` (it wins there).
+    max_completion_tokens: Option<usize>,
+    stop: Option<Stop>,
+    seed: Option<u64>,
+    n: Option<usize>,
+    best_of: Option<usize>,
+    ignore_eos: Option<bool>,
+    include_stop_str_in_output: Option<bool>,
 }
 
-/// Settings shared by both endpoints.
+/// A `POST /v1/completions` body.
+#[derive(Debug, Deserialize)]
+struct CompletionRequest {
+    #[serde(flatten)]
+    common: CommonRequest,
+    /// Shapes checked by [`parse_prompts`] (a string, token ids, or a list of either).
+    prompt: Option<Value>,
+    echo: Option<bool>,
+    suffix: Option<String>,
+    logprobs: Option<u32>,
+}
+
+/// A `POST /v1/chat/completions` body.
+#[derive(Debug, Deserialize)]
+struct ChatRequest {
+    #[serde(flatten)]
+    common: CommonRequest,
+    messages: Option<Vec<Message>>,
+    tools: Option<Vec<PyJson>>,
+    logprobs: Option<bool>,
+}
+
+/// Settings shared by both endpoints, validated.
 #[derive(Debug)]
 struct Common {
     sampling: Sampling,
@@ -375,114 +446,79 @@ struct Common {
     include_stop: bool,
 }
 
-fn parse_common(
-    obj: &Map<String, Value>,
-    state: &AppState,
-    chat: bool,
-) -> Result<Common, ApiError> {
-    if let Some(model) = field::<String>(obj, "model")?
-        && model != state.config.model_name
-    {
-        return Err(ApiError {
-            status: StatusCode::NOT_FOUND,
-            kind: "not_found_error",
-            message: format!(
-                "the model `{model}` does not exist; this server serves `{}`",
-                state.config.model_name
-            ),
-            param: Some("model".into()),
-        });
-    }
-    if field::<bool>(obj, "stream")?.unwrap_or(false) {
-        return Err(ApiError::field("stream", "streaming is not supported"));
-    }
-    for name in ["presence_penalty", "frequency_penalty"] {
-        if field::<f64>(obj, name)?.is_some_and(|v| v != 0.0) {
-            return Err(ApiError::field(name, "only 0 is supported"));
+impl CommonRequest {
+    /// Checks the values against what the server supports; `chat` reads
+    /// `max_completion_tokens`.
+    fn validate(self, state: &AppState, chat: bool) -> Result<Common, ApiError> {
+        if let Some(model) = self.model
+            && model != state.config.model_name
+        {
+            return Err(ApiError {
+                status: StatusCode::NOT_FOUND,
+                kind: "not_found_error",
+                message: format!(
+                    "the model `{model}` does not exist; this server serves `{}`",
+                    state.config.model_name
+                ),
+                param: Some("model".into()),
+            });
         }
-    }
-    if field::<f64>(obj, "repetition_penalty")?.is_some_and(|v| v != 1.0) {
-        return Err(ApiError::field("repetition_penalty", "only 1 is supported"));
-    }
-    if field::<Map<String, Value>>(obj, "logit_bias")?.is_some_and(|m| !m.is_empty()) {
-        return Err(ApiError::field("logit_bias", "is not supported"));
-    }
-    let temperature = field::<f32>(obj, "temperature")?.unwrap_or(1.0);
-    if !(temperature.is_finite() && temperature >= 0.0) {
-        return Err(ApiError::field("temperature", "must be a number ≥ 0"));
-    }
-    let top_p = field::<f32>(obj, "top_p")?.unwrap_or(1.0);
-    if !(top_p > 0.0 && top_p <= 1.0) {
-        return Err(ApiError::field("top_p", "must be in (0, 1]"));
-    }
-    let top_k = field::<i64>(obj, "top_k")?.unwrap_or(-1);
-    if top_k < -1 {
-        return Err(ApiError::field(
-            "top_k",
-            "must be -1 or 0 (off) or a positive count",
-        ));
-    }
-    let sampling = if temperature == 0.0 {
-        Sampling::Greedy
-    } else if top_k >= 1 && top_p < 1.0 {
-        return Err(ApiError::invalid(
-            Some("top_k"),
-            "`top_k` and `top_p` together are not supported; set one of them",
-        ));
-    } else if top_k >= 1 {
-        Sampling::TopK {
-            k: top_k as usize,
-            temperature,
+        if self.stream == Some(true) {
+            return Err(ApiError::field("stream", "streaming is not supported"));
         }
-    } else if top_p < 1.0 {
-        Sampling::TopP {
-            p: top_p,
-            temperature,
+        for (name, value) in [
+            ("presence_penalty", self.presence_penalty),
+            ("frequency_penalty", self.frequency_penalty),
+        ] {
+            if value.is_some_and(|v| v != 0.0) {
+                return Err(ApiError::field(name, "only 0 is supported"));
+            }
         }
-    } else {
-        Sampling::Temperature { temperature }
-    };
-    let mut max_tokens = field::<usize>(obj, "max_tokens")?;
-    if chat && let Some(m) = field::<usize>(obj, "max_completion_tokens")? {
-        max_tokens = Some(m);
+        if self.repetition_penalty.is_some_and(|v| v != 1.0) {
+            return Err(ApiError::field("repetition_penalty", "only 1 is supported"));
+        }
+        if self.logit_bias.is_some_and(|m| !m.is_empty()) {
+            return Err(ApiError::field("logit_bias", "is not supported"));
+        }
+        let sampling = Sampling::from_openai(self.temperature, self.top_p, self.top_k)
+            .map_err(|e| ApiError::field(e.field, e.reason))?;
+        let mut max_tokens = self.max_tokens;
+        if chat && self.max_completion_tokens.is_some() {
+            max_tokens = self.max_completion_tokens;
+        }
+        if max_tokens == Some(0) {
+            return Err(ApiError::field("max_tokens", "must be at least 1"));
+        }
+        let stop = self.stop.unwrap_or_default().0;
+        if stop.iter().any(String::is_empty) {
+            return Err(ApiError::field("stop", "stop strings must not be empty"));
+        }
+        let n = self.n.unwrap_or(1);
+        if n == 0 {
+            return Err(ApiError::field("n", "must be at least 1"));
+        }
+        if let Some(best_of) = self.best_of
+            && best_of != n
+        {
+            return Err(ApiError::field(
+                "best_of",
+                "only `best_of` = `n` is supported",
+            ));
+        }
+        Ok(Common {
+            sampling,
+            max_tokens,
+            stop,
+            seed: self.seed,
+            n,
+            ignore_eos: self.ignore_eos.unwrap_or(false),
+            include_stop: self.include_stop_str_in_output.unwrap_or(false),
+        })
     }
-    if max_tokens == Some(0) {
-        return Err(ApiError::field("max_tokens", "must be at least 1"));
-    }
-    let stop = match obj.get("stop") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(v) => serde_json::from_value::<Vec<String>>(v.clone())
-            .map_err(|_| ApiError::field("stop", "must be a string or a list of strings"))?,
-    };
-    if stop.iter().any(String::is_empty) {
-        return Err(ApiError::field("stop", "stop strings must not be empty"));
-    }
-    let n = field::<usize>(obj, "n")?.unwrap_or(1);
-    if n == 0 {
-        return Err(ApiError::field("n", "must be at least 1"));
-    }
-    if let Some(best_of) = field::<usize>(obj, "best_of")?
-        && best_of != n
-    {
-        return Err(ApiError::field(
-            "best_of",
-            "only `best_of` = `n` is supported",
-        ));
-    }
-    Ok(Common {
-        sampling,
-        max_tokens,
-        stop,
-        seed: field::<u64>(obj, "seed")?,
-        n,
-        ignore_eos: field::<bool>(obj, "ignore_eos")?.unwrap_or(false),
-        include_stop: field::<bool>(obj, "include_stop_str_in_output")?.unwrap_or(false),
-    })
 }
 
 /// The prompts of a completion request as token ids.
-fn parse_prompts(obj: &Map<String, Value>, state: &AppState) -> Result<Vec<Vec<u32>>, ApiError> {
+fn parse_prompts(prompt: Option<&Value>, state: &AppState) -> Result<Vec<Vec<u32>>, ApiError> {
     let bad_shape = || {
         ApiError::field(
             "prompt",
@@ -505,7 +541,7 @@ fn parse_prompts(obj: &Map<String, Value>, state: &AppState) -> Result<Vec<Vec<u
             })
             .collect()
     };
-    let prompts = match obj.get("prompt") {
+    let prompts = match prompt {
         None | Some(Value::Null) => return Err(ApiError::field("prompt", "is required")),
         Some(Value::String(s)) => vec![encode(s)?],
         Some(Value::Array(items)) if items.is_empty() => {
@@ -698,19 +734,19 @@ async fn completions(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let obj = body_object(&body_bytes(body)?)?;
-    let common = parse_common(&obj, &state, false)?;
-    if field::<bool>(&obj, "echo")?.unwrap_or(false) {
+    let request: CompletionRequest = parse_body(&body_bytes(body)?)?;
+    let common = request.common.validate(&state, false)?;
+    if request.echo == Some(true) {
         return Err(ApiError::field(
             "echo",
             "echoing the prompt is not supported",
         ));
     }
-    if field::<String>(&obj, "suffix")?.is_some_and(|s| !s.is_empty()) {
+    if request.suffix.is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::field("suffix", "is not supported"));
     }
-    let logprobs = field::<u32>(&obj, "logprobs")?;
-    let prompts = parse_prompts(&obj, &state)?;
+    let logprobs = request.logprobs;
+    let prompts = parse_prompts(request.prompt.as_ref(), &state)?;
     check_choices(&state, prompts.len().saturating_mul(common.n))?;
     let prompts = prompts
         .into_iter()
@@ -762,20 +798,15 @@ async fn chat_completions(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let body = body_bytes(body)?;
-    let obj = body_object(&body)?;
-    let common = parse_common(&obj, &state, true)?;
-    let logprobs = field::<bool>(&obj, "logprobs")?.unwrap_or(false);
-    // Shapes first (errors name the field), then the order-keeping parse.
-    match field::<Vec<Map<String, Value>>>(&obj, "messages")? {
+    let request: ChatRequest = parse_body(&body_bytes(body)?)?;
+    let common = request.common.validate(&state, true)?;
+    let logprobs = request.logprobs.unwrap_or(false);
+    let messages = match request.messages {
         None => return Err(ApiError::field("messages", "is required")),
         Some(m) if m.is_empty() => return Err(ApiError::field("messages", "must not be empty")),
-        Some(_) => {}
-    }
-    field::<Vec<Map<String, Value>>>(&obj, "tools")?;
-    let chat: ChatBody =
-        serde_json::from_slice(&body).map_err(|e| ApiError::field("messages", e))?;
-    let tools: Vec<String> = chat
+        Some(m) => m,
+    };
+    let tools: Vec<String> = request
         .tools
         .unwrap_or_default()
         .into_iter()
@@ -783,7 +814,7 @@ async fn chat_completions(
         .collect();
     let text = render_chat(
         &state,
-        &chat.messages,
+        &messages,
         Some(&tools[..]).filter(|t| !t.is_empty()),
     )?;
     let context = state
@@ -888,15 +919,6 @@ async fn health() -> StatusCode {
 // ---------------------------------------------------------------------------------------------
 // Chat layout
 
-/// The parts of a chat request read in their written order (the crate's `serde_json` sorts
-/// object keys; a tool schema is shown to the model as the client wrote it).
-#[derive(Debug, serde::Deserialize)]
-struct ChatBody {
-    messages: Vec<Message>,
-    #[serde(default)]
-    tools: Option<Vec<PyJson>>,
-}
-
 /// Any JSON value re-written with Python's `json.dumps` separators (`", "`, `": "`, keys in
 /// their written order, non-ASCII kept), as Qwen's chat template writes tool schemas.
 #[derive(Debug)]
@@ -906,7 +928,7 @@ struct PyJson {
     string: Option<String>,
 }
 
-impl<'de> serde::Deserialize<'de> for PyJson {
+impl<'de> Deserialize<'de> for PyJson {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(PyJsonVisitor)
     }
@@ -983,7 +1005,7 @@ impl<'de> serde::de::Visitor<'de> for PyJsonVisitor {
 }
 
 /// One chat message as OpenAI writes it.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Deserialize)]
 struct Message {
     role: String,
     #[serde(default)]
@@ -993,14 +1015,14 @@ struct Message {
 }
 
 /// A message's content: a string or a list of parts (only text parts are supported).
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum Content {
     Text(String),
     Parts(Vec<ContentPart>),
 }
 
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Deserialize)]
 struct ContentPart {
     #[serde(rename = "type")]
     kind: String,
@@ -1008,12 +1030,12 @@ struct ContentPart {
     text: Option<String>,
 }
 
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Deserialize)]
 struct MessageToolCall {
     function: FunctionCall,
 }
 
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Deserialize)]
 struct FunctionCall {
     name: String,
     /// A JSON string (OpenAI) or an object.
@@ -1244,7 +1266,7 @@ mod tests {
         ));
         // Request tools are listed with Python's separators.
         let body = r#"{"messages": [], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"z": 1, "a": [true, null, "é"]}}}]}"#;
-        let tools: Vec<String> = serde_json::from_str::<ChatBody>(body)
+        let tools: Vec<String> = parse_body::<ChatRequest>(body.as_bytes())
             .unwrap()
             .tools
             .unwrap()
@@ -1288,7 +1310,8 @@ mod tests {
     #[test]
     fn sampling_and_field_errors() {
         let s = state(TemplateFormat::ChatMl);
-        let parse = |v: Value| parse_common(v.as_object().unwrap(), &s, false);
+        let parse =
+            |v: Value| parse_body::<CommonRequest>(v.to_string().as_bytes())?.validate(&s, false);
         assert_eq!(
             parse(json!({"temperature": 0})).unwrap().sampling,
             Sampling::Greedy
@@ -1343,7 +1366,7 @@ mod tests {
     #[test]
     fn prompts_and_budgets() {
         let s = state(TemplateFormat::ChatMl);
-        let parse = |v: Value| parse_prompts(v.as_object().unwrap(), &s);
+        let parse = |v: Value| parse_prompts(v.get("prompt"), &s);
         assert_eq!(parse(json!({"prompt": [1, 2]})).unwrap(), vec![vec![1, 2]]);
         assert_eq!(
             parse(json!({"prompt": [[1], [3, 4]]})).unwrap(),

@@ -6,5 +6,6 @@ mod agent_format {
     mod python;
     mod sft;
     mod tasks;
+    mod tool_response;
     mod verified;
 }

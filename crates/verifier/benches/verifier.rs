@@ -7,12 +7,16 @@
 //!    Python process doing the same with math-verify, on the same file;
 //! 4. agreement with math-verify on every distinct integer answer of
 //!    `../shared/datasets` written in ten styles plus three wrong variants,
-//!    disagreements counted by category.
+//!    disagreements counted by category;
+//! 5. the math mode: answers/s in one thread on every MATH-500 reference
+//!    answer in its equivalent styles and perturbed variants
+//!    (`tests/math_styles.rs`), against math-verify on the same cases, and
+//!    the agreement on them by style.
 //!
-//! The peer parts need `RSTAR_PYTHON` (a Python with math-verify),
-//! `RSTAR_PEER` (xtask/bench/verifier_peer.py) and `RSTAR_BIN` (a release
-//! `rstar`); `cargo xtask bench verifier` sets all three. Without them only
-//! our own numbers are printed, and the report says so.
+//! The peer parts need `RSTAR_PYTHON` (a Python with math-verify) and
+//! `RSTAR_PEER` (xtask/bench/verifier_peer.py); the whole-process rows also
+//! `RSTAR_BIN` (a release `rstar`). `cargo xtask bench verifier` sets all
+//! three. Without them only our own numbers are printed, and the report says so.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
@@ -22,6 +26,10 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use rstar_verifier::{Verifier, verify, verify_batch};
+
+#[path = "../tests/math_styles.rs"]
+#[allow(dead_code)] // reason: the bench uses the style generator, not the test functions
+mod math_styles;
 
 /// splitmix64: a seeded generator, so every run scores the same responses.
 struct Rng(u64);
@@ -75,7 +83,7 @@ fn write_jsonl(path: &Path, rows: &[(String, String)]) {
 struct Peer {
     python: PathBuf,
     script: PathBuf,
-    rstar: PathBuf,
+    rstar: Option<PathBuf>,
 }
 
 impl Peer {
@@ -83,7 +91,7 @@ impl Peer {
         Some(Peer {
             python: std::env::var_os("RSTAR_PYTHON")?.into(),
             script: std::env::var_os("RSTAR_PEER")?.into(),
-            rstar: std::env::var_os("RSTAR_BIN")?.into(),
+            rstar: std::env::var_os("RSTAR_BIN").map(PathBuf::from),
         })
     }
 
@@ -216,6 +224,13 @@ fn main() {
         report.push('\n');
     };
 
+    // `RSTAR_BENCH_PART=math` runs part 5 alone (it needs the peer).
+    if std::env::var("RSTAR_BENCH_PART").is_ok_and(|p| p == "math") {
+        let peer = peer.expect("RSTAR_BENCH_PART=math needs RSTAR_PYTHON and RSTAR_PEER");
+        math_mode(&peer, &tmp, &mut say);
+        let _ = std::fs::remove_dir_all(&tmp);
+        return;
+    }
     // 1. Single thread.
     let rows = responses(2000);
     let mut secs = Vec::new();
@@ -314,42 +329,42 @@ fn main() {
     ));
 
     // 3. Whole process, JSON in and out, the same 2000-line file.
-    let mut ours = Vec::new();
-    for _ in 0..11 {
-        ours.push(time_process(
-            Command::new(&peer.rstar)
-                .args(["verify", "--input"])
-                .arg(&input),
+    if let Some(rstar) = &peer.rstar {
+        let mut ours = Vec::new();
+        for _ in 0..11 {
+            ours.push(time_process(
+                Command::new(rstar).args(["verify", "--input"]).arg(&input),
+            ));
+        }
+        let ours_proc = rows.len() as f64 / median(ours);
+        let mut big_secs = Vec::new();
+        for _ in 0..5 {
+            big_secs.push(time_process(
+                Command::new(rstar).args(["verify", "--input"]).arg(&big),
+            ));
+        }
+        let ours_big = many.len() as f64 / median(big_secs);
+        let mut theirs = Vec::new();
+        for _ in 0..3 {
+            theirs.push(time_process(
+                Command::new(&peer.python)
+                    .arg(&peer.script)
+                    .arg("process")
+                    .arg(&input),
+            ));
+        }
+        let peer_proc = rows.len() as f64 / median(theirs);
+        say(format!(
+            "| lines/s, whole process on the same 2000-line JSONL (median; ours of 11, theirs of 3) | {ours_proc:.0} | {peer_proc:.0} | {:.0}x |",
+            ours_proc / peer_proc
         ));
-    }
-    let ours_proc = rows.len() as f64 / median(ours);
-    let mut big_secs = Vec::new();
-    for _ in 0..5 {
-        big_secs.push(time_process(
-            Command::new(&peer.rstar)
-                .args(["verify", "--input"])
-                .arg(&big),
+        say(format!(
+            "| lines/s, `rstar verify` on 200 000 lines (median of 5) vs the same peer | {ours_big:.0} | {peer_proc:.0} | {:.0}x |",
+            ours_big / peer_proc
         ));
+    } else {
+        say("| whole-process rows | not run: set RSTAR_BIN to a release `rstar` | | |".into());
     }
-    let ours_big = many.len() as f64 / median(big_secs);
-    let mut theirs = Vec::new();
-    for _ in 0..3 {
-        theirs.push(time_process(
-            Command::new(&peer.python)
-                .arg(&peer.script)
-                .arg("process")
-                .arg(&input),
-        ));
-    }
-    let peer_proc = rows.len() as f64 / median(theirs);
-    say(format!(
-        "| lines/s, whole process on the same 2000-line JSONL (median; ours of 11, theirs of 3) | {ours_proc:.0} | {peer_proc:.0} | {:.0}x |",
-        ours_proc / peer_proc
-    ));
-    say(format!(
-        "| lines/s, `rstar verify` on 200 000 lines (median of 5) vs the same peer | {ours_big:.0} | {peer_proc:.0} | {:.0}x |",
-        ours_big / peer_proc
-    ));
 
     say(String::new());
     say("| 10 MB adversarial response | time to score (median of 5) |".into());
@@ -424,5 +439,113 @@ fn main() {
     for (cat, (n, a, b, off, ex)) in &by_cat {
         say(format!("| {cat} | {n} | {a} | {b} | {off} | {ex} |"));
     }
+
+    math_mode(&peer, &tmp, &mut say);
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Part 5: the math mode on MATH-500's reference answers, against math-verify.
+fn math_mode(peer: &Peer, tmp: &Path, say: &mut impl FnMut(String)) {
+    let v = Verifier::new();
+    let text = std::fs::read_to_string(rstar_testdata::dataset("math500.jsonl")).unwrap();
+    let mut cases: Vec<(&'static str, String, String)> = Vec::new();
+    for line in text.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        let a = row["answer"].as_str().unwrap().to_string();
+        for (style, r) in math_styles::styles(&a)
+            .into_iter()
+            .chain(math_styles::wrongs(&a))
+        {
+            cases.push((style, r, a.clone()));
+        }
+    }
+    let rows: Vec<(String, String)> = cases
+        .iter()
+        .map(|(_, r, a)| (r.clone(), a.clone()))
+        .collect();
+    let mut secs = Vec::new();
+    for _ in 0..21 {
+        let t = Instant::now();
+        let out: Vec<_> = rows
+            .iter()
+            .map(|(r, a)| v.verify_math(black_box(r), black_box(a)))
+            .collect();
+        secs.push(t.elapsed().as_secs_f64());
+        drop(black_box(out));
+    }
+    let ours = rows.len() as f64 / median(secs);
+    let file = tmp.join("math500_cases.jsonl");
+    write_jsonl(&file, &rows);
+    let out = peer.run(&["throughput", file.to_str().unwrap(), "3"]);
+    let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let peer_secs: Vec<f64> = j["seconds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let theirs = rows.len() as f64 / median(peer_secs);
+    say(String::new());
+    say("| math mode, MATH-500 cases | rstar-verifier | math-verify | ratio |".into());
+    say("|---|---|---|---|".into());
+    say(format!(
+        "| answers/s, 1 thread, {} responses (median; ours of 21 runs, math-verify of 3) | {ours:.0} | {theirs:.0} | {:.0}x |",
+        rows.len(),
+        ours / theirs
+    ));
+
+    let verdicts: Vec<u8> = peer
+        .run(&["agree", file.to_str().unwrap()])
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(verdicts.len(), cases.len());
+    let mut by_style: BTreeMap<&str, (usize, usize, usize, usize, usize, String)> = BTreeMap::new();
+    let (mut dis, mut ours_ok, mut theirs_ok) = (0, 0, 0);
+    for ((style, r, a), their) in cases.iter().zip(&verdicts) {
+        let mine = v.verify_math(r, a).unwrap().reward;
+        let intended = u8::from(!style.starts_with("wrong"));
+        let e = by_style.entry(style).or_default();
+        e.0 += 1;
+        if mine == intended {
+            ours_ok += 1;
+        } else {
+            e.3 += 1;
+            eprintln!("math mode off the intended verdict: {r} vs {a}");
+        }
+        if *their == intended {
+            theirs_ok += 1;
+        } else {
+            e.4 += 1;
+        }
+        if mine != *their {
+            dis += 1;
+            if mine == 1 {
+                e.1 += 1;
+            } else {
+                e.2 += 1;
+            }
+            eprintln!("disagreement [{style}] ours {mine} math-verify {their}: `{r}` vs `{a}`");
+            if e.5.is_empty() {
+                e.5 = format!("`{}` vs `{a}`", r.replace('|', "\\|"));
+            }
+        }
+    }
+    let n = cases.len();
+    say(String::new());
+    say(format!(
+        "Math agreement: 500 MATH-500 answers -> {n} cases; agreement with math-verify {:.2}% ({dis} disagreements); \
+         intended verdict: rstar-verifier {ours_ok}/{n} ({:.2}%), math-verify {theirs_ok}/{n} ({:.2}%).",
+        100.0 * (n - dis) as f64 / n as f64,
+        100.0 * ours_ok as f64 / n as f64,
+        100.0 * theirs_ok as f64 / n as f64,
+    ));
+    say(String::new());
+    say("| style | cases | ours 1, math-verify 0 | ours 0, math-verify 1 | ours off intended | math-verify off intended | first disagreement |".into());
+    say("|---|---|---|---|---|---|---|".into());
+    for (style, (n, a, b, mine, theirs, ex)) in &by_style {
+        say(format!(
+            "| {style} | {n} | {a} | {b} | {mine} | {theirs} | {ex} |"
+        ));
+    }
 }

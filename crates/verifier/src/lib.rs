@@ -1,4 +1,4 @@
-//! Exact, fast 0/1 reward for boxed integer answers.
+//! Exact, fast 0/1 reward for boxed integer answers (and, in their own modes, LaTeX math answers and multiple choice).
 //!
 //! `rstar-verifier` scores a model's response against an integer ground truth,
 //! the way rStar2-Agent's outcome reward does, but exactly: it finds the final
@@ -31,6 +31,26 @@
 //! assert!(verify("\\boxed{1}", "1/2").is_err());
 //! ```
 //!
+//! # Math and choice modes
+//! [`Verifier::verify_math`] scores LaTeX answers (MATH-500): it decides
+//! equivalence exactly over a canonical form (sums of rational ×
+//! √squarefree × π^k × i × monomial terms) for numbers, fractions, surds,
+//! multiples of π, complex numbers, polynomials, tuples, intervals, sets,
+//! matrices, equations and words, and compares anything else as normalised
+//! LaTeX text, never by floating point. [`Verifier::verify_choice`] reads a
+//! multiple-choice letter `A`–`J`. [`Mode`] names the three modes; the
+//! integer mode above is the default and is not changed by the others.
+//!
+//! ```
+//! use rstar_verifier::Verifier;
+//!
+//! let v = Verifier::new();
+//! assert!(v.verify_math("so $\\boxed{2\\sqrt{3}}$", "\\sqrt{12}").unwrap().is_right());
+//! assert!(v.verify_math("\\boxed{(2, \\infty)}", "(2,\\infty)").unwrap().is_right());
+//! assert!(!v.verify_math("\\boxed{0.333}", "\\frac{1}{3}").unwrap().is_right());
+//! assert!(v.verify_choice("Thus the answer is (B).", "B").unwrap().is_right());
+//! ```
+//!
 //! # What "several answers" means
 //! A response gets [`Reason::SeveralAnswers`] when its final answer commits to
 //! more than one value:
@@ -60,8 +80,10 @@ use num_bigint::BigInt;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+mod choice;
 mod extract;
 mod lex;
+mod math;
 mod norm;
 
 use norm::{Limits, Norm};
@@ -200,6 +222,11 @@ pub struct Verdict {
     pub extracted: Option<String>,
     /// The extracted answer as an integer, when it is one.
     pub normalized: Option<Integer>,
+    /// The math and choice modes' canonical form of the answer (the exact
+    /// value, the normalised text, or the letter); `None` in integer mode,
+    /// and then left out of JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical: Option<String>,
 }
 
 impl Verdict {
@@ -223,6 +250,91 @@ pub enum Error {
         /// What normalisation found ([`Reason::NotAnInteger`], [`Reason::EmptyBox`] for an empty one, …).
         reason: Reason,
     },
+    /// A ground truth the math or choice mode cannot score: empty, or not one
+    /// letter `A`–`J` in choice mode.
+    #[error("ground truth `{text}` cannot be scored in {mode} mode: {why}")]
+    Truth {
+        /// The mode.
+        mode: Mode,
+        /// The ground truth, cut to 80 characters.
+        text: String,
+        /// Why.
+        why: &'static str,
+    },
+}
+
+/// Which comparison scores an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Exact integers (the training reward; the default).
+    #[default]
+    Integer,
+    /// Exact equivalence of LaTeX math answers (see [`Verifier::verify_math`]).
+    Math,
+    /// A multiple-choice letter `A`–`J` (see [`Verifier::verify_choice`]).
+    Choice,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 3] = [Mode::Integer, Mode::Math, Mode::Choice];
+
+    /// The name used on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Integer => "integer",
+            Mode::Math => "math",
+            Mode::Choice => "choice",
+        }
+    }
+
+    /// The mode a dataset's ground truths call for: `integer` when every one is
+    /// an integer, `choice` when every one is a letter `A`–`J` (`B`, `(B)`),
+    /// `math` otherwise (MATH-500). An empty dataset is `integer`.
+    pub fn detect<'a>(truths: impl IntoIterator<Item = &'a str>) -> Mode {
+        let v = Verifier::new();
+        let (mut all_int, mut all_choice) = (true, true);
+        for t in truths {
+            if all_int && v.ground_truth(t).is_err() {
+                all_int = false;
+            }
+            if all_choice && choice::truth_letter(t).is_none() {
+                all_choice = false;
+            }
+            if !all_int && !all_choice {
+                return Mode::Math;
+            }
+        }
+        if all_int { Mode::Integer } else { Mode::Choice }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("`{s}` is not one of integer, math, choice"))
+    }
+}
+
+/// A math-mode ground truth parsed once ([`Verifier::math_truth`]), for many rollouts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MathTruth(math::Prepared);
+
+impl MathTruth {
+    /// The canonical form: the exact value, or the normalised text.
+    pub fn canonical(&self) -> String {
+        self.0.canonical()
+    }
 }
 
 /// Scoring options. `Default` delegates to [`Verifier::new`].
@@ -328,6 +440,7 @@ impl Verifier {
                     reason: Reason::NoBox,
                     extracted: None,
                     normalized: None,
+                    canonical: None,
                 };
             }
         };
@@ -340,6 +453,7 @@ impl Verifier {
                     reason: reason_of(&other),
                     extracted,
                     normalized: None,
+                    canonical: None,
                 };
             }
         };
@@ -356,6 +470,7 @@ impl Verifier {
                     reason: Reason::SeveralAnswers,
                     extracted,
                     normalized: None,
+                    canonical: None,
                 };
             }
             cur = prev;
@@ -366,6 +481,144 @@ impl Verifier {
             reason: if right { Reason::Right } else { Reason::Wrong },
             extracted,
             normalized: Some(value),
+            canonical: None,
+        }
+    }
+
+    /// Parses a math-mode ground truth (it may itself be boxed).
+    ///
+    /// # Errors
+    /// [`Error::Truth`] when it holds nothing but formatting.
+    pub fn math_truth(&self, text: &str) -> Result<MathTruth, Error> {
+        let inner = match extract::last_box(text) {
+            extract::LastBox::Found(b) => b.content,
+            _ => text,
+        };
+        let p = math::Prepared::new(inner);
+        if p.is_empty() {
+            return Err(Error::Truth {
+                mode: Mode::Math,
+                text: text.chars().take(80).collect(),
+                why: "it is empty",
+            });
+        }
+        Ok(MathTruth(p))
+    }
+
+    /// Scores a response against a LaTeX math ground truth (MATH-500 style):
+    /// exact equivalence of numbers, fractions, surds, multiples of π,
+    /// complex numbers, polynomials, tuples, intervals, sets, matrices,
+    /// equations and words; normalised text for the rest (see
+    /// `docs/verifier.md`). Integers compare as in integer mode.
+    ///
+    /// # Errors
+    /// [`Error::Truth`] when the ground truth is empty.
+    pub fn verify_math(&self, response: &str, ground_truth: &str) -> Result<Verdict, Error> {
+        let truth = self.math_truth(ground_truth)?;
+        Ok(self.verify_math_truth(response, &truth))
+    }
+
+    /// [`Verifier::verify_math`] against a ground truth parsed once.
+    pub fn verify_math_truth(&self, response: &str, truth: &MathTruth) -> Verdict {
+        let region = extract::answer_region(response);
+        let found = match extract::last_box(region) {
+            extract::LastBox::Found(b) => b,
+            _ => return verdict(Reason::NoBox, None, None, None),
+        };
+        let extracted = Some(found.content.trim().to_string());
+        // Boxes joined to the last one by separators only are one list.
+        let mut contents = vec![found.content];
+        let mut cur = found;
+        while let Some(prev) = extract::joined_before(region, &cur) {
+            if contents.len() < 256 && !contents.contains(&prev.content) {
+                contents.push(prev.content);
+            }
+            cur = prev;
+        }
+        let joined;
+        let answer = if contents.len() == 1 {
+            found.content
+        } else {
+            contents.reverse();
+            joined = contents.join(", ");
+            &joined
+        };
+        let p = math::Prepared::new(answer);
+        if p.is_empty() {
+            return verdict(Reason::EmptyBox, extracted, None, None);
+        }
+        let canonical = Some(p.canonical());
+        let normalized = p.integer().map(|n| Integer::from_bigint(&n));
+        let reason = if math::equivalent(&truth.0, &p) {
+            Reason::Right
+        } else if p.too_large() {
+            Reason::TooLarge
+        } else if contents.len() > 1 && !truth.0.is_list() {
+            Reason::SeveralAnswers
+        } else {
+            Reason::Wrong
+        };
+        verdict(reason, extracted, normalized, canonical)
+    }
+
+    /// Scores a multiple-choice response against a letter `A`–`J` (`B`,
+    /// `(B)`, `\text{(B)}`). The letter is read from the last box, else
+    /// after the last "answer is" / "Answer:" / "option", else from a last
+    /// line holding only the letter. No letter is [`Reason::NoBox`], a box
+    /// naming two letters is [`Reason::SeveralAnswers`].
+    ///
+    /// # Errors
+    /// [`Error::Truth`] when the ground truth is not one letter.
+    pub fn verify_choice(&self, response: &str, ground_truth: &str) -> Result<Verdict, Error> {
+        let Some(want) = choice::truth_letter(ground_truth) else {
+            return Err(Error::Truth {
+                mode: Mode::Choice,
+                text: ground_truth.chars().take(80).collect(),
+                why: "it is not one letter A-J",
+            });
+        };
+        let (got, extracted) = choice::extract_choice(response);
+        let (reason, canonical) = match got {
+            choice::Choice::One(c) if c == want => (Reason::Right, Some(c)),
+            choice::Choice::One(c) => (Reason::Wrong, Some(c)),
+            choice::Choice::Several => (Reason::SeveralAnswers, None),
+            choice::Choice::None => (Reason::NoBox, None),
+        };
+        Ok(verdict(
+            reason,
+            extracted,
+            None,
+            canonical.map(|c| char::from(c).to_string()),
+        ))
+    }
+
+    /// Scores with the given mode: [`Verifier::verify`], [`Verifier::verify_math`]
+    /// or [`Verifier::verify_choice`].
+    ///
+    /// # Errors
+    /// The mode's ground-truth error.
+    pub fn verify_mode(
+        &self,
+        mode: Mode,
+        response: &str,
+        ground_truth: &str,
+    ) -> Result<Verdict, Error> {
+        match mode {
+            Mode::Integer => self.verify(response, ground_truth),
+            Mode::Math => self.verify_math(response, ground_truth),
+            Mode::Choice => self.verify_choice(response, ground_truth),
+        }
+    }
+
+    /// Checks that a ground truth can be scored in `mode`.
+    ///
+    /// # Errors
+    /// The mode's ground-truth error.
+    pub fn check_truth(&self, mode: Mode, ground_truth: &str) -> Result<(), Error> {
+        match mode {
+            Mode::Integer => self.ground_truth(ground_truth).map(drop),
+            Mode::Math => self.math_truth(ground_truth).map(drop),
+            Mode::Choice => self.verify_choice("", ground_truth).map(drop),
         }
     }
 
@@ -381,6 +634,21 @@ impl Verifier {
             .with_min_len(64)
             .map(|(r, g)| self.verify(r.as_ref(), g.as_ref()))
             .collect()
+    }
+}
+
+fn verdict(
+    reason: Reason,
+    extracted: Option<String>,
+    normalized: Option<Integer>,
+    canonical: Option<String>,
+) -> Verdict {
+    Verdict {
+        reward: u8::from(reason == Reason::Right),
+        reason,
+        extracted,
+        normalized,
+        canonical,
     }
 }
 

@@ -1,4 +1,4 @@
-//! Property tests: every supported style of an integer verifies against it, no other integer does, nothing panics.
+//! Property tests: every supported style of an integer verifies against it, no other integer does, math answers verify against themselves, nothing panics in any mode.
 
 use proptest::prelude::*;
 use rstar_verifier::{Reason, verify};
@@ -101,5 +101,89 @@ proptest! {
         let _ = verify(&response, &gt).unwrap();
         // Any ground-truth-like text either parses or is a clean error.
         let _ = rstar_verifier::Verifier::new().ground_truth(&response);
+    }
+}
+
+/// A random sum of MATH-style terms the math mode reads exactly.
+fn math_sum() -> impl Strategy<Value = String> + Clone {
+    let atom = prop_oneof![
+        (1u32..500).prop_map(|n| n.to_string()),
+        (1u32..50, 2u32..50).prop_map(|(a, b)| format!("\\frac{{{a}}}{{{b}}}")),
+        (1u32..20, 2u32..60).prop_map(|(k, n)| format!("{k}\\sqrt{{{n}}}")),
+        (1u32..20).prop_map(|k| format!("{k}\\pi")),
+        (1u32..9).prop_map(|k| format!("{k}x^{{2}}")),
+        (1u32..9).prop_map(|k| format!("{k}i")),
+        (0u32..1000, 1u32..99).prop_map(|(a, b)| format!("{a}.{b:02}")),
+    ];
+    proptest::collection::vec((atom, any::<bool>()), 1..4).prop_map(|terms| {
+        let mut s = String::new();
+        for (k, (t, neg)) in terms.into_iter().enumerate() {
+            match (k, neg) {
+                (0, true) => s.push('-'),
+                (0, false) => {}
+                (_, true) => s.push_str(" - "),
+                (_, false) => s.push_str(" + "),
+            }
+            s.push_str(&t);
+        }
+        s
+    })
+}
+
+/// A random MATH-style answer: a sum, a pair, an interval, a set, a column vector.
+fn math_answer() -> impl Strategy<Value = String> {
+    let sum = math_sum();
+    prop_oneof![
+        sum.clone(),
+        (sum.clone(), sum.clone()).prop_map(|(a, b)| format!("\\left({a}, {b}\\right)")),
+        (sum.clone(), sum.clone()).prop_map(|(a, b)| format!("[{a}, {b})")),
+        (sum.clone(), sum.clone()).prop_map(|(a, b)| format!("\\{{{a}, {b}\\}}")),
+        (sum.clone(), sum)
+            .prop_map(|(a, b)| format!("\\begin{{pmatrix}} {a} \\\\ {b} \\end{{pmatrix}}")),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Every answer verifies against itself, boxed in any way, in math mode.
+    #[test]
+    fn math_answers_verify_against_themselves(a in math_answer(), wrap in 0usize..4) {
+        let response = match wrap {
+            0 => format!("\\boxed{{{a}}}"),
+            1 => format!("<answer>so $\\boxed{{ {a} }}$.</answer>"),
+            2 => format!("\\fbox{{\\displaystyle {a}}}"),
+            _ => format!("\\[\\boxed{{{}}}\\]", a.replace("\\frac", "\\dfrac")),
+        };
+        let v = rstar_verifier::Verifier::new().verify_math(&response, &a).unwrap();
+        prop_assert_eq!(v.reason, Reason::Right, "{} vs {}", response, a);
+    }
+
+    /// Adding one changes a scalar answer.
+    #[test]
+    fn math_answers_plus_one_differ(a in math_sum()) {
+        let response = format!("\\boxed{{{a} + 1}}");
+        let v = rstar_verifier::Verifier::new().verify_math(&response, &a).unwrap();
+        prop_assert_eq!(v.reward, 0, "{} vs {}", response, a);
+    }
+
+    #[test]
+    fn no_math_or_choice_input_panics(
+        parts in proptest::collection::vec(prop_oneof![
+            Just("\\boxed{"), Just("{"), Just("}"), Just("\\frac"), Just("\\sqrt"), Just("^"), Just("\\pi"),
+            Just("1"), Just("99"), Just(","), Just(" "), Just("\\text{"), Just("-"), Just("="), Just("\\pm"),
+            Just("("), Just(")"), Just("["), Just("]"), Just("\\{"), Just("\\}"), Just("\\infty"), Just("\\cup"),
+            Just("x"), Just("i"), Just("abc"), Just("&"), Just("\\\\"), Just("\\begin{pmatrix}"), Just("\\end{pmatrix}"),
+            Just("."), Just("e5"), Just("%"), Just("^\\circ"), Just("/"), Just("0"), Just("(B)"), Just("answer is "),
+        ], 0..60),
+        truth in "[-0-9x(),.\\\\{}a-c ]{0,12}",
+    ) {
+        let response: String = parts.concat();
+        let v = rstar_verifier::Verifier::new();
+        for verdict in [v.verify_math(&response, &truth), v.verify_choice(&response, &truth)].into_iter().flatten() {
+            prop_assert_eq!(verdict.reward, u8::from(verdict.reason == Reason::Right));
+        }
+        let _ = v.verify_math(&response, &response);
+        let _ = v.math_truth(&response);
     }
 }

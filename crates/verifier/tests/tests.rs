@@ -2,5 +2,7 @@
 
 mod datasets;
 mod edge;
+mod math;
+mod math_styles;
 mod props;
 mod rules;

@@ -150,7 +150,7 @@ fn eval_writes_parseable_files_and_reports_errors() {
         "{stderr}"
     );
 
-    // A ground truth the integer verifier cannot score is refused with the way out, which works.
+    // A ground truth the integer verifier cannot score is refused with the ways out, which work.
     let latex = tmp.path().join("latex.jsonl");
     std::fs::write(
         &latex,
@@ -172,21 +172,44 @@ fn eval_writes_parseable_files_and_reports_errors() {
         "--out",
         out.to_str().unwrap(),
     ];
-    let (code, _, stderr) = rstar(&base);
+    let mut integer = base.to_vec();
+    integer.extend(["--verifier", "integer"]);
+    let (code, _, stderr) = rstar(&integer);
     assert_ne!(code, 0);
     assert!(
         stderr.contains("latex.jsonl")
             && stderr.contains("`m`")
-            && stderr.contains("--skip-unscorable"),
+            && stderr.contains("--skip-unscorable")
+            && stderr.contains("--verifier"),
         "{stderr}"
     );
-    let mut skip = base.to_vec();
+    let mut skip = integer.clone();
     skip.push("--skip-unscorable");
     let (code, stdout, stderr) = rstar(&skip);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("left out 1 of 2"), "{stderr}");
     let summary: EvalSummaryFile = serde_json::from_str(&stdout).unwrap();
     assert_eq!(summary.summary.problems, 1);
+    assert_eq!(
+        summary.options.schedule.verifier,
+        rstar_agent::verifier::Mode::Integer
+    );
+    // `--verifier auto` (the default) sees a LaTeX ground truth and scores both in math mode.
+    let (code, stdout, stderr) = rstar(&base);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("scoring with the math verifier"),
+        "{stderr}"
+    );
+    let summary: EvalSummaryFile = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(summary.summary.problems, 2);
+    assert_eq!(
+        summary.options.schedule.verifier,
+        rstar_agent::verifier::Mode::Math
+    );
+    let (code, _, stderr) = rstar(&[base.as_slice(), &["--verifier", "float"]].concat());
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--verifier"), "{stderr}");
 }
 
 /// Kills the server when the test ends, however it ends.

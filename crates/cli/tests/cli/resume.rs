@@ -16,7 +16,7 @@ use super::train_common::{overfit, prompts, tasks, tiny_config};
 /// The smoke preset shrunk for debug builds, starting from a small policy trained on the
 /// problems of a dataset file (`--data`), so that RL steps see mixed rewards and update the
 /// policy and AdamW's moments. Written to `dir/smoke.json`.
-fn config_file(dir: &Path) -> String {
+pub(super) fn config_file(dir: &Path) -> String {
     let ts = tasks(8, 21);
     let model = overfit(&ts, 100);
     let init = dir.join("init");
@@ -189,6 +189,12 @@ fn a_killed_and_resumed_run_ends_like_an_uninterrupted_one() {
             assert_eq!(a, b, "{file} line {}", i + 1);
         }
     }
+    // TensorBoard: each resume replaced the event file and wrote the kept lines again, so
+    // every scalar is there once, at its step, as in the JSONL files.
+    for run in [&parts, &killed] {
+        let events = super::train_tensorboard::assert_events_match_jsonl(run, &run.join("tb"));
+        assert_eq!(events.files.len(), 1, "{:?}", events.files);
+    }
     // There was something to get wrong: the SFT loss moved, and RL updated the policy (and
     // AdamW's moments) in the steps before and after the resumes.
     let sft = records(&whole.join("sft_metrics.jsonl"));
@@ -311,5 +317,49 @@ fn a_run_checkpointed_every_3_steps_replays_what_a_kill_lost() {
         let (a, b) = (records(&whole.join(file)), records(&sparse.join(file)));
         assert!(!a.is_empty(), "{file}");
         assert_eq!(a, b, "{file}");
+    }
+}
+
+/// A run whose `config.json` predates `rl.roc` as an object (`"roc": false`) starts and
+/// resumes: plain GRPO, G rollouts per prompt.
+#[test]
+fn an_old_config_with_roc_false_runs_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = super::train_common::small_smoke_config(dir.path());
+    let old = |path: &Path| {
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        v["rl"]["roc"] = Value::Bool(false);
+        std::fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    };
+    old(&path);
+    let run = dir.path().join("run");
+    let (config, run_s) = (path.to_str().unwrap(), run.to_str().unwrap());
+    let out = train(&[
+        "train",
+        "--config",
+        config,
+        "--out",
+        run_s,
+        "--stop-after-rl-steps",
+        "1",
+    ]);
+    assert!(out.contains("stopped early"), "{out}");
+    let saved: TrainConfig =
+        serde_json::from_str(&std::fs::read_to_string(run.join("config.json")).unwrap()).unwrap();
+    assert_eq!(saved.rl.roc, rstar_agent::train::RocOptions::off());
+    // The run directory as an older trainer wrote it.
+    old(&run.join("config.json"));
+    let out = train(&["train", "--resume", run_s]);
+    assert!(out.contains("after 8 SFT steps and 1 RL steps"), "{out}");
+    let metrics = records(&run.join("metrics.jsonl"));
+    assert_eq!(metrics.len(), 6);
+    for m in &metrics {
+        // smoke: G = 2 and no RoC: G rollouts per prompt (2 prompts, fewer in a small hard pool).
+        assert_eq!(m["roc"], Value::Bool(false), "{m}");
+        assert_eq!(
+            m["rollouts"].as_u64(),
+            m["prompts"].as_u64().map(|p| 2 * p),
+            "{m}"
+        );
     }
 }

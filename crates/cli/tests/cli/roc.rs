@@ -80,23 +80,34 @@ fn paper_mode_keeps_16_of_32_and_prefers_low_penalties() {
     let (code, out, err) = rstar_roc(&["--mode", "paper", "--seed", "5"], input.as_bytes());
     assert_eq!(code, 0, "{err}");
     let text = String::from_utf8(out).unwrap();
-    let mut per_group: BTreeMap<String, usize> = BTreeMap::new();
-    for line in text.lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        *per_group
-            .entry(v["uid"].as_str().unwrap().to_string())
-            .or_default() += 1;
+    // (traces, failures) per group, of the input and of the kept lines.
+    let count = |text: &str| {
+        let mut groups: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let failure = v["reward"].as_f64().unwrap() <= 0.0;
+            let g = groups
+                .entry(v["uid"].as_str().unwrap().to_string())
+                .or_default();
+            g.0 += 1;
+            g.1 += usize::from(failure);
+        }
+        groups
+    };
+    let (per_group, sizes) = (count(&text), count(&input));
+    let mut full = 0;
+    for (uid, &(size, failures)) in &sizes {
+        // ⌊n_neg · 16 / n⌋ failures (⌊n_neg / 2⌋ for the groups of 32), the rest successes;
+        // groups of at most 16 whole.
+        let want = if size <= 16 {
+            (size, failures)
+        } else {
+            (16, failures * 16 / size)
+        };
+        assert_eq!(per_group[uid], want, "{uid}");
+        full += usize::from(size == 32);
     }
-    let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
-    for line in input.lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        *sizes
-            .entry(v["uid"].as_str().unwrap().to_string())
-            .or_default() += 1;
-    }
-    for (uid, size) in &sizes {
-        assert_eq!(per_group[uid], (*size).min(16), "{uid}");
-    }
+    assert!(full > 10, "{full} groups of 32");
     let metric = |name: &str| -> f64 {
         let line = err
             .lines()
@@ -199,7 +210,16 @@ fn malformed_lines_are_reported_with_their_number() {
 
 #[test]
 fn invalid_floors_fail() {
+    // Floors of 2 + 2 cannot fit in 3 kept traces: the reference mode's default floors, or
+    // the paper mode's when given (it has none by default, so `--keep 3` alone is valid).
+    for args in [
+        &["--mode", "reference", "--keep", "3"][..],
+        &["--keep", "3", "--min-failures", "2", "--min-successes", "2"][..],
+    ] {
+        let (code, _, err) = rstar_roc(args, b"");
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains("exceed keep"), "{args:?}: {err}");
+    }
     let (code, _, err) = rstar_roc(&["--keep", "3"], b"");
-    assert_ne!(code, 0);
-    assert!(err.contains("exceed keep"), "{err}");
+    assert_eq!(code, 0, "{err}");
 }

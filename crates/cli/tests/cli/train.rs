@@ -157,3 +157,59 @@ fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
         assert!(stderr.contains("without the `wgpu` feature"), "{stderr}");
     }
 }
+
+#[test]
+fn roc_modes_are_chosen_on_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = small_smoke_config(dir.path());
+    let config = config_path.to_str().unwrap();
+    let out = dir.path().join("reference");
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--config",
+        config,
+        "--roc",
+        "reference",
+        "--out",
+        out.to_str().unwrap(),
+        "--stop-after-rl-steps",
+        "1",
+    ]);
+    assert!(ok, "{stderr}");
+    let saved: TrainConfig =
+        serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(saved.rl.roc.mode, rstar_agent::train::RocMode::Reference);
+    let line: Value = serde_json::from_str(
+        std::fs::read_to_string(out.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    // smoke: 2 prompts, 2G = 4 rollouts each; at most G = 2 kept per group.
+    assert_eq!(
+        (&line["roc"], &line["rollouts"]),
+        (&Value::Bool(true), &Value::from(8))
+    );
+    assert!(line["kept"]["count"].as_u64().unwrap() <= 4, "{line}");
+
+    let (ok, _, stderr) = rstar(&["train", "--roc", "sometimes", "--out", "/nonexistent/x"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("--roc") && stderr.contains("sometimes"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = rstar(&["train", "--roc", "off", "--no-roc", "--out", "/x"]);
+    assert!(!ok && stderr.contains("--no-roc"), "{stderr}");
+}
+
+#[test]
+fn the_paper_presets_resolved_config_warms_up_and_bounds_generation() {
+    let (ok, stdout, stderr) = rstar(&["train", "--preset", "rstar2-agent", "--dry-run"]);
+    // Printed, then refused: the preset needs --model and --data to run.
+    assert!(!ok && stderr.contains("`init`"), "{stderr}");
+    let config: TrainConfig = serde_json::from_str(&stdout).unwrap();
+    assert_eq!((config.rl.warmup_steps, config.rl.max_batch), (20, 64));
+    assert_eq!(config.rl.roc, rstar_agent::train::RocOptions::paper());
+}

@@ -132,3 +132,43 @@ fn field_names_and_input_file() {
     assert_eq!(code, 1);
     assert!(err.contains("/no/such/file.jsonl"), "{err}");
 }
+
+#[test]
+fn modes_math_and_choice() {
+    let input = concat!(
+        "{\"response\": \"\\\\boxed{2\\\\sqrt{3}}\", \"answer\": \"\\\\sqrt{12}\"}\n",
+        "{\"response\": \"\\\\boxed{(3, 4)}\", \"answer\": \"(3,4]\"}\n",
+        "{\"response\": \"\\\\boxed{1}\", \"answer\": \"\"}\n",
+    );
+    let (code, out, err) = verify_stdin(&["--mode", "math"], input);
+    assert_eq!(code, 2, "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines[0]["reward"], 1);
+    assert_eq!(lines[0]["canonical"], "2*sqrt(3)");
+    assert_eq!(lines[1]["reason"], "wrong");
+    assert!(
+        err.contains("(math mode)") && err.contains(":3: skipped"),
+        "{err}"
+    );
+    // The integer mode refuses the LaTeX truths, line by line.
+    let (code, out, _) = verify_stdin(&[], input);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+
+    let input = "{\"response\": \"Thus the answer is (B).\", \"answer\": \"B\"}\n\
+                 {\"response\": \"Answer: A\", \"answer\": \"(C)\"}\n";
+    let (code, out, err) = verify_stdin(&["--mode", "choice"], input);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("\"reward\":1") && out.contains("\"reward\":0"),
+        "{out}"
+    );
+    assert!(err.contains("accuracy 0.5000"), "{err}");
+    let (code, _, err) = verify_stdin(&["--mode", "float"], "");
+    assert_ne!(code, 0);
+    assert!(err.contains("integer, math, choice"), "{err}");
+}

@@ -30,24 +30,50 @@ fn distinct_in_range(kept: &[usize], len: usize) -> bool {
 
 proptest! {
     #[test]
-    fn paper_keeps_exactly_n_distinct((n, rewards, p) in sized_group(), seed in any::<u64>(), floor in 0usize..=2) {
+    fn paper_keeps_exactly_n_of_2n_with_half_the_failures((n, rewards, p) in sized_group(), seed in any::<u64>()) {
+        // No floors (the paper has none): exactly ⌊n_neg / 2⌋ failures, the rest successes.
+        let rule = GroupRule { keep: n, min_failures: 0, min_successes: 0 };
+        let kept = rule.paper(&rewards, &p, &mut ChaCha8Rng::seed_from_u64(seed));
+        prop_assert_eq!(kept.len(), n);
+        prop_assert!(distinct_in_range(&kept, 2 * n));
+        let failures = rewards.iter().filter(|&&r| r <= 0.0).count();
+        let kept_failures = kept.iter().filter(|&&i| rewards[i] <= 0.0).count();
+        prop_assert_eq!(kept_failures, failures / 2);
+    }
+
+    #[test]
+    fn paper_keeps_exactly_n_with_floors((n, rewards, p) in sized_group(), seed in any::<u64>(), floor in 0usize..=2) {
         let floor = floor.min(n / 2);
         let rule = GroupRule { keep: n, min_failures: floor, min_successes: floor };
         let kept = rule.paper(&rewards, &p, &mut ChaCha8Rng::seed_from_u64(seed));
         prop_assert_eq!(kept.len(), n);
         prop_assert!(distinct_in_range(&kept, 2 * n));
-        // Half and half when both sides have enough.
+        // ⌊n_neg / 2⌋ raised to the floor (capped at the failures there are), lowered so the
+        // successes keep theirs.
+        let failures = rewards.iter().filter(|&&r| r <= 0.0).count();
+        let successes = 2 * n - failures;
+        let mut want = (failures / 2).max(floor.min(failures));
+        want = want.min(n - floor.min(successes));
+        let kept_failures = kept.iter().filter(|&&i| rewards[i] <= 0.0).count();
+        prop_assert_eq!(kept_failures, want);
+    }
+
+    #[test]
+    fn paper_keeps_proportional_counts_of_other_sizes(
+        (n, extra, rewards, p) in (1usize..=16, 1usize..=32).prop_flat_map(|(n, extra)| {
+            group(n + extra).prop_map(move |(r, p)| (n, extra, r[..n + extra].to_vec(), p[..n + extra].to_vec()))
+        }),
+        seed in any::<u64>(),
+    ) {
+        // A group of m = n + extra traces (n < m, not necessarily 2n): ⌊n_neg · n / m⌋ failures.
+        let m = n + extra;
+        let rule = GroupRule { keep: n, min_failures: 0, min_successes: 0 };
+        let kept = rule.paper(&rewards, &p, &mut ChaCha8Rng::seed_from_u64(seed));
+        prop_assert_eq!(kept.len(), n);
+        prop_assert!(distinct_in_range(&kept, m));
         let failures = rewards.iter().filter(|&&r| r <= 0.0).count();
         let kept_failures = kept.iter().filter(|&&i| rewards[i] <= 0.0).count();
-        let successes = 2 * n - failures;
-        let want = if failures < n / 2 {
-            failures
-        } else if successes < n - n / 2 {
-            n - successes
-        } else {
-            n / 2
-        };
-        prop_assert_eq!(kept_failures, want);
+        prop_assert_eq!(kept_failures, failures * n / m);
     }
 
     #[test]

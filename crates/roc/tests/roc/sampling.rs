@@ -155,3 +155,71 @@ fn paper_mode_on_the_fixture_groups_prefers_low_penalties() {
         );
     }
 }
+
+#[test]
+fn groups_of_32_keep_16_with_half_the_failures_and_low_penalty_successes() {
+    // One group of 32 for every failure count 0..=32; successes with 0–4 failed calls of 4
+    // (p_err 0, 0.25, …, 1; one closed answer, so p_format 0), assigned by a seeded generator.
+    use rand::Rng;
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let (mut uids, mut traces, mut n_neg) = (Vec::new(), Vec::new(), Vec::new());
+    for g in 0..=32usize {
+        n_neg.push(g);
+        for i in 0..32 {
+            let failed: u32 = rng.random_range(0..=4);
+            let reward = if i < g { 0.0 } else { 1.0 };
+            let t = TraceSummary::new(reward).with_calls(4 - failed, failed, 0, 0);
+            traces.push(t.with_answers(1, false).with_turns(3));
+            uids.push(format!("g{g}"));
+        }
+    }
+    let (mut kept_sum, mut kept_n, mut dropped_sum, mut dropped_n) = (0.0, 0, 0.0, 0);
+    for seed in 0..20 {
+        let config = RocConfig {
+            seed,
+            ..RocConfig::paper()
+        };
+        let sel = select(&uids, &traces, &config).unwrap();
+        let mut is_kept = vec![false; traces.len()];
+        for &i in &sel.kept {
+            is_kept[i] = true;
+        }
+        for (g, &neg) in n_neg.iter().enumerate() {
+            let rows = g * 32..(g + 1) * 32;
+            let kept = rows.clone().filter(|&i| is_kept[i]).count();
+            let kept_failures = rows
+                .clone()
+                .filter(|&i| is_kept[i] && traces[i].reward <= 0.0)
+                .count();
+            assert_eq!(
+                (kept, kept_failures),
+                (16, neg / 2),
+                "group {g}, seed {seed}"
+            );
+        }
+        for (i, t) in traces.iter().enumerate() {
+            if t.reward > 0.0 {
+                // p_total = failed / calls + 0 (one answer): computed here, not read back.
+                let p = f64::from(t.failed_calls) / 4.0;
+                if is_kept[i] {
+                    kept_sum += p;
+                    kept_n += 1;
+                } else {
+                    dropped_sum += p;
+                    dropped_n += 1;
+                }
+            }
+        }
+        let (k, d) = (
+            sel.metrics["roc/kept_success_p_total_mean"],
+            sel.metrics["roc/dropped_success_p_total_mean"],
+        );
+        assert!(k < d, "seed {seed}: kept {k} vs dropped {d}");
+    }
+    let (kept, dropped) = (kept_sum / kept_n as f64, dropped_sum / dropped_n as f64);
+    // Uniform choice would give both the same mean (0.5 in expectation).
+    assert!(
+        kept + 0.15 < dropped,
+        "kept successes' mean p_total {kept:.3} vs dropped {dropped:.3}"
+    );
+}

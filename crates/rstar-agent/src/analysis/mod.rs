@@ -4,11 +4,16 @@
 //!   into ordinary reasoning, the first tokens after a tool response, and tool-call code
 //!   (`rstar analyze entropy`, see `docs/analysis.md`).
 //! - [`plot`]: entropy along one trajectory as a hand-written SVG, tool responses shaded.
+//! - [`tensorboard`]: TensorBoard event files of a run, written by hand (TFRecord framing,
+//!   CRC32C, the `Event`/`Summary` protos), live from the trainer or from a run's JSONL.
+//! - [`report`]: a run's self-contained HTML report (`rstar report`).
 //! - [`parse_trajectories`]: reads and validates trajectory JSONL, naming the line and field of
 //!   the first bad record.
 
 pub mod entropy;
 pub mod plot;
+pub mod report;
+pub mod tensorboard;
 
 use std::path::Path;
 

@@ -60,6 +60,238 @@ impl std::str::FromStr for RolloutDriver {
     }
 }
 
+/// RoC's rule in the trainer (`rl.roc.mode`, `rstar train --roc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RocMode {
+    /// Roll out `2G`, keep `rl.roc.keep` with the paper's rule ([`rstar_roc::Mode::Paper`]:
+    /// each side halved in proportion, successes ∝ 1/`p_total`) and the paper's penalties.
+    Paper,
+    /// Roll out `2G`, keep `rl.roc.keep` with microsoft/rStar's rule and text heuristics
+    /// ([`rstar_roc::Mode::Reference`]).
+    Reference,
+    /// Plain GRPO: roll out `G` and keep them (equal-reward groups still dropped when
+    /// `rl.roc.reject_equal_reward`).
+    Off,
+}
+
+impl RocMode {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Paper => "paper",
+            Self::Reference => "reference",
+            Self::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for RocMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "paper" => Ok(Self::Paper),
+            "reference" => Ok(Self::Reference),
+            "off" => Ok(Self::Off),
+            other => Err(format!(
+                "`{other}` is not a RoC mode: expected `paper`, `reference` or `off`"
+            )),
+        }
+    }
+}
+
+/// Resample-on-Correct in the run config (`rl.roc`). Older configs wrote a bool there: `true`
+/// reads as [`RocOptions::paper`], `false` as [`RocOptions::off`]; a string (`"reference"`)
+/// as that mode with its defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RocOptions {
+    /// The rule, or `off`.
+    pub mode: RocMode,
+    /// Traces kept per group of `2 · rl.group_size` rolled out; absent: `rl.group_size` (G).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep: Option<usize>,
+    /// Floor on kept failures; absent: the mode's (0 paper, `min(2, keep / 2)` reference).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_failures: Option<usize>,
+    /// Floor on kept successes; absent: the mode's (0 paper, `min(2, keep / 2)` reference).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_successes: Option<usize>,
+    /// Drop groups whose rewards are all equal before down-sampling (they carry no advantage).
+    pub reject_equal_reward: bool,
+}
+
+impl RocOptions {
+    /// The paper's GRPO-RoC: its rule and penalties, no floors, equal-reward groups dropped.
+    pub fn paper() -> Self {
+        RocOptions {
+            mode: RocMode::Paper,
+            keep: None,
+            min_failures: None,
+            min_successes: None,
+            reject_equal_reward: true,
+        }
+    }
+
+    /// The reference code's rule, floors and text heuristics.
+    pub fn reference() -> Self {
+        RocOptions {
+            mode: RocMode::Reference,
+            ..Self::paper()
+        }
+    }
+
+    /// Plain GRPO on `G` rollouts.
+    pub fn off() -> Self {
+        RocOptions {
+            mode: RocMode::Off,
+            ..Self::paper()
+        }
+    }
+
+    /// Whether RoC down-samples (mode not `off`).
+    pub fn is_on(&self) -> bool {
+        self.mode != RocMode::Off
+    }
+
+    /// Rollouts per prompt for a kept group size `g`: `2g` with RoC, `g` without.
+    pub fn rollouts(&self, g: usize) -> usize {
+        if self.is_on() { 2 * g } else { g }
+    }
+
+    /// The traces kept per group for a group size `g`.
+    pub fn keep_for(&self, g: usize) -> usize {
+        self.keep.unwrap_or(g)
+    }
+
+    /// The floors `(failures, successes)` for `keep` kept traces.
+    pub fn floors(&self, keep: usize) -> (usize, usize) {
+        let default = match self.mode {
+            RocMode::Reference => (keep / 2).min(2),
+            RocMode::Paper | RocMode::Off => 0,
+        };
+        (
+            self.min_failures.unwrap_or(default),
+            self.min_successes.unwrap_or(default),
+        )
+    }
+
+    /// `rstar_roc`'s configuration for a group size `g` and a step's seed; `None` when off.
+    pub fn select_config(&self, g: usize, seed: u64) -> Option<rstar_roc::RocConfig> {
+        let base = match self.mode {
+            RocMode::Paper => rstar_roc::RocConfig::paper(),
+            RocMode::Reference => rstar_roc::RocConfig::reference(),
+            RocMode::Off => return None,
+        };
+        let keep = self.keep_for(g);
+        let (min_failures, min_successes) = self.floors(keep);
+        Some(rstar_roc::RocConfig {
+            keep,
+            min_failures,
+            min_successes,
+            reject_equal_reward: self.reject_equal_reward,
+            seed,
+            ..base
+        })
+    }
+
+    /// Checks `keep` and the floors against the group size; errors name the field.
+    fn validate(&self, g: usize) -> Result<(), AgentError> {
+        if !self.is_on() {
+            return Ok(());
+        }
+        let bad = |field: &str, message: String| {
+            Err(AgentError::TrainConfig {
+                field: format!("rl.roc.{field}"),
+                message,
+            })
+        };
+        let keep = self.keep_for(g);
+        if keep < 2 {
+            return bad(
+                "keep",
+                format!("is {keep}, expected at least 2 (GRPO compares within a group)"),
+            );
+        }
+        if keep >= 2 * g {
+            return bad(
+                "keep",
+                format!(
+                    "is {keep}, expected fewer than the {} rollouts per prompt (2 · rl.group_size)",
+                    2 * g
+                ),
+            );
+        }
+        let (f, s) = self.floors(keep);
+        if f + s > keep {
+            return bad(
+                "min_failures",
+                format!("is {f}: with min_successes {s} the floors exceed keep ({keep})"),
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Default for RocOptions {
+    fn default() -> Self {
+        Self::paper()
+    }
+}
+
+/// `rl.roc` as a file spells it out (every field but `mode` optional).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RocOptionsFile {
+    mode: RocMode,
+    #[serde(default)]
+    keep: Option<usize>,
+    #[serde(default)]
+    min_failures: Option<usize>,
+    #[serde(default)]
+    min_successes: Option<usize>,
+    #[serde(default = "yes")]
+    reject_equal_reward: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl<'de> Deserialize<'de> for RocOptions {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(d)?;
+        match value {
+            serde_json::Value::Bool(true) => Ok(Self::paper()),
+            serde_json::Value::Bool(false) => Ok(Self::off()),
+            serde_json::Value::String(s) => {
+                let mode: RocMode = s
+                    .parse()
+                    .map_err(|e| D::Error::custom(format!("`rl.roc`: {e}")))?;
+                Ok(RocOptions {
+                    mode,
+                    ..Self::paper()
+                })
+            }
+            serde_json::Value::Object(_) => {
+                let f: RocOptionsFile = serde_json::from_value(value)
+                    .map_err(|e| D::Error::custom(format!("`rl.roc`: {e}")))?;
+                Ok(RocOptions {
+                    mode: f.mode,
+                    keep: f.keep,
+                    min_failures: f.min_failures,
+                    min_successes: f.min_successes,
+                    reject_equal_reward: f.reject_equal_reward,
+                })
+            }
+            other => Err(D::Error::custom(format!(
+                "`rl.roc` is {other}, expected an object (`{{\"mode\": \"paper\"}}`), a mode name or a bool"
+            ))),
+        }
+    }
+}
+
 fn one() -> usize {
     1
 }
@@ -104,8 +336,9 @@ pub struct SftOptions {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RlOptions {
-    /// Resample-on-Correct: roll out `2G`, keep `G`. Off (`--no-roc`): plain GRPO on `G`.
-    pub roc: bool,
+    /// Resample-on-Correct: roll out `2G`, keep `rl.roc.keep` (G) by the paper's or the
+    /// reference's rule; `off` (`--roc off`, `--no-roc`): plain GRPO on `G`.
+    pub roc: RocOptions,
     /// `G`, the kept group size.
     pub group_size: usize,
     /// Prompts per step.
@@ -148,6 +381,12 @@ pub struct RlOptions {
     /// learning rate for all.
     #[serde(default = "default_gain_lr_multiplier")]
     pub gain_lr_multiplier: f64,
+    /// Most sequences in one generation call of the lock-step driver, in the RL steps and the
+    /// hard stage's pass-rate check (`0`: every active episode in one call). The check also
+    /// rolls out `rl.prompts_per_step` problems at a time, so its memory does not grow with
+    /// the pool. Rollouts are seeded per rollout, so the value changes speed, not results.
+    #[serde(default)]
+    pub max_batch: usize,
 }
 
 fn default_gain_lr_multiplier() -> f64 {
@@ -272,7 +511,7 @@ impl TrainConfig {
                 ..tiny.sft
             },
             rl: RlOptions {
-                roc: true,
+                roc: RocOptions::paper(),
                 group_size: 16,
                 prompts_per_step: 512,
                 pool_size: 42_000,
@@ -286,8 +525,12 @@ impl TrainConfig {
                 engines: 1,
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,
-                warmup_steps: 0,
+                // The report and the reference launch script (`lr_warmup_steps=20`).
+                warmup_steps: 20,
                 gain_lr_multiplier: 1.0,
+                // 512 × 32 rollouts a step in calls of 64 sequences (the local engine's
+                // batch); the hard stage checks 512 problems × 8 at a time.
+                max_batch: 64,
             },
             curriculum: CurriculumConfig::rstar2_agent(),
             eval: EvalOptions {
@@ -326,7 +569,7 @@ impl TrainConfig {
                 log_every: 25,
             },
             rl: RlOptions {
-                roc: true,
+                roc: RocOptions::paper(),
                 group_size: 8,
                 prompts_per_step: 8,
                 pool_size: 512,
@@ -344,6 +587,7 @@ impl TrainConfig {
                 // The gains at 1.5e-2 a step: RL sharpens the 0.8M-parameter policy within its
                 // few dozen steps (docs/training.md, "RL gain experiments").
                 gain_lr_multiplier: 300.0,
+                max_batch: 0,
             },
             curriculum: CurriculumConfig::tiny(),
             eval: EvalOptions {
@@ -522,6 +766,7 @@ impl TrainConfig {
             field: "model".into(),
             message: e.to_string(),
         })?;
+        self.rl.roc.validate(self.rl.group_size)?;
         self.rl.grpo.validate()?;
         self.curriculum.validate()?;
         Ok(())
@@ -568,7 +813,9 @@ mod tests {
             (c.rl.lr, c.rl.prompts_per_step, c.rl.group_size),
             (1e-6, 512, 16)
         );
-        assert!(c.rl.roc && c.rl.grpo.kl.is_none() && c.rl.grpo.entropy_coeff == 0.0);
+        assert!(c.rl.roc == RocOptions::paper());
+        assert!(c.rl.grpo.kl.is_none() && c.rl.grpo.entropy_coeff == 0.0);
+        assert_eq!((c.rl.warmup_steps, c.rl.max_batch), (20, 64));
         assert_eq!(c.checkpoint_every, 10);
         assert_eq!(TrainConfig::tiny().checkpoint_every, 1);
         assert_eq!(
@@ -654,6 +901,96 @@ mod tests {
             let err = c.validate().unwrap_err().to_string();
             assert!(err.contains("`rl.adam_epsilon`"), "{err}");
         }
+    }
+
+    #[test]
+    fn roc_reads_old_bools_mode_names_and_objects() {
+        let read = |roc: serde_json::Value| -> Result<TrainConfig, String> {
+            let mut json = serde_json::to_value(TrainConfig::tiny()).unwrap();
+            json["rl"]["roc"] = roc;
+            serde_json::from_value(json).map_err(|e| e.to_string())
+        };
+        // Configs written before `rl.roc` was an object.
+        assert_eq!(read(true.into()).unwrap().rl.roc, RocOptions::paper());
+        assert_eq!(read(false.into()).unwrap().rl.roc, RocOptions::off());
+        assert_eq!(
+            read("reference".into()).unwrap().rl.roc,
+            RocOptions::reference()
+        );
+        let c =
+            read(serde_json::json!({"mode": "reference", "keep": 6, "min_failures": 1})).unwrap();
+        assert_eq!(
+            c.rl.roc,
+            RocOptions {
+                mode: RocMode::Reference,
+                keep: Some(6),
+                min_failures: Some(1),
+                min_successes: None,
+                reject_equal_reward: true,
+            }
+        );
+        // The tiny preset's G = 8: floors 1 and min(2, 6 / 2) = 2.
+        assert_eq!(c.rl.roc.floors(c.rl.roc.keep_for(8)), (1, 2));
+        let paper = RocOptions::paper().select_config(8, 3).unwrap();
+        assert_eq!(
+            (paper.keep, paper.min_failures, paper.min_successes),
+            (8, 0, 0)
+        );
+        assert!(paper.reject_equal_reward && paper.seed == 3);
+        assert_eq!(paper.mode, rstar_roc::Mode::Paper);
+        assert!(RocOptions::off().select_config(8, 3).is_none());
+        assert_eq!(
+            (
+                RocOptions::off().rollouts(8),
+                RocOptions::paper().rollouts(8)
+            ),
+            (8, 16)
+        );
+        // Bad values name the field.
+        for bad in [
+            serde_json::json!("sometimes"),
+            serde_json::json!(3),
+            serde_json::json!({"mode": "paper", "kepp": 4}),
+            serde_json::json!({"mode": "half"}),
+            serde_json::json!({"keep": 4}),
+        ] {
+            let err = read(bad.clone()).unwrap_err();
+            assert!(err.contains("`rl.roc`"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn roc_keep_and_floors_are_checked_against_the_group() {
+        let check = |roc: RocOptions| {
+            let mut c = TrainConfig::smoke();
+            c.rl.group_size = 4;
+            c.rl.roc = roc;
+            c.validate().map_err(|e| e.to_string())
+        };
+        check(RocOptions::paper()).unwrap();
+        check(RocOptions::reference()).unwrap();
+        let keep = |k| RocOptions {
+            keep: Some(k),
+            ..RocOptions::paper()
+        };
+        for k in [1, 8, 9] {
+            let err = check(keep(k)).unwrap_err();
+            assert!(err.contains("`rl.roc.keep`"), "{k}: {err}");
+        }
+        check(keep(6)).unwrap();
+        let err = check(RocOptions {
+            min_failures: Some(3),
+            min_successes: Some(2),
+            ..RocOptions::paper()
+        })
+        .unwrap_err();
+        assert!(err.contains("`rl.roc.min_failures`"), "{err}");
+        // Off ignores keep.
+        check(RocOptions {
+            keep: Some(100),
+            ..RocOptions::off()
+        })
+        .unwrap();
     }
 
     #[test]

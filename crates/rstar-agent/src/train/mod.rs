@@ -13,6 +13,7 @@
 //! | `eval.jsonl` | one [`EvalRow`] a line: after SFT and after each stage |
 //! | `samples.jsonl` | held-out trajectories of the final policy (`rstar show` reads them; with `record_entropy`, `rstar analyze entropy` too) |
 //! | `plots/*.svg` | the RL metrics over steps with stage boundaries ([`plots`]) |
+//! | `tb/events.out.tfevents.*` | TensorBoard events of every metrics line, evaluation and a few rollouts ([`crate::analysis::tensorboard`]) |
 //! | `checkpoints/<phase>/` | the policy after SFT and after each stage (`rstar_policy::save_dir`) |
 //! | `checkpoints/last/` | the resumable state after the last SFT or RL step ([`checkpoint`]) |
 //!
@@ -27,36 +28,31 @@
 pub mod checkpoint;
 pub mod config;
 pub mod optim;
+mod phases;
 pub mod plots;
 pub mod rl;
 pub mod sft;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use burn::module::Module;
-use burn::optim::ModuleOptimizer;
 use burn::tensor::Device;
-use rstar_curriculum::{Curriculum, Decision, ProblemSet, StepMetrics};
-use rstar_policy::{Qwen, Sampling, Tokenizer, WeightDtype, save_dir};
+use rstar_policy::{Qwen, Sampling, Tokenizer};
 use rstar_toolenv::{BlockingPool, Pool};
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    EvalOptions, LrSchedule, RlOptions, RolloutDriver, SftOptions, ToolOptions, TrainConfig,
+    EvalOptions, LrSchedule, RlOptions, RocMode, RocOptions, RolloutDriver, SftOptions,
+    ToolOptions, TrainConfig,
 };
 
-use self::checkpoint::{Lines, Phase, ResumeState, StagePool};
+use self::checkpoint::Phase;
 use crate::episode::{Limits, Trajectory};
 use crate::error::AgentError;
-use crate::rollout::{
-    PoolExecutor, Prompt, RolloutConfig, ToolExecutor, TrajectoryStats, mix_seed, rollout,
-};
-use crate::scheduled::{AsyncTools, PoolTools};
+use crate::eval::{EvalReport, EvalSummary, PassAtK};
+use crate::rollout::{Prompt, RolloutConfig, ToolExecutor, TrajectoryStats, mix_seed, rollout};
 use crate::tasks::{Split, TaskSet};
-use crate::template::{Template, TemplateFormat};
+use crate::template::TemplateFormat;
 
 /// Held-out evaluation of one policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,8 +63,29 @@ pub struct EvalRow {
     pub rl_steps: u64,
     /// Greedy decoding, one sample per problem.
     pub greedy: TrajectoryStats,
-    /// avg@k at `eval.temperature`, when `eval.samples > 0`.
+    /// The sampled evaluation's trajectory statistics at `eval.temperature`, when
+    /// `eval.samples > 0`.
     pub sampled: Option<TrajectoryStats>,
+    /// avg@k of the sampled evaluation, computed by `rstar eval`'s code
+    /// ([`EvalReport::from_trajectories`]); absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avg_at_k: Option<f64>,
+    /// pass@k of the sampled evaluation for `k` = 1, 2, 4, … and `eval.samples`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_at_k: Vec<PassAtK>,
+}
+
+/// What [`evaluate`] measured.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// Greedy decoding, one sample per problem.
+    pub greedy: TrajectoryStats,
+    /// `eval.samples` samples per problem at `eval.temperature`, when `eval.samples > 0`.
+    pub sampled: Option<TrajectoryStats>,
+    /// avg@k and pass@k of those samples, as `rstar eval` computes them.
+    pub sampled_summary: Option<EvalSummary>,
+    /// The greedy trajectories.
+    pub trajectories: Vec<Trajectory>,
 }
 
 /// Evaluates `model` (a non-autodiff snapshot) on `prompts` with the compact template and
@@ -83,7 +100,7 @@ pub fn evaluate(
     options: &EvalOptions,
     seed: u64,
     executor: &mut dyn ToolExecutor,
-) -> Result<(TrajectoryStats, Option<TrajectoryStats>, Vec<Trajectory>), AgentError> {
+) -> Result<Evaluation, AgentError> {
     evaluate_with(
         TemplateFormat::Compact,
         model,
@@ -108,7 +125,7 @@ pub fn evaluate_with(
     options: &EvalOptions,
     seed: u64,
     executor: &mut dyn ToolExecutor,
-) -> Result<(TrajectoryStats, Option<TrajectoryStats>, Vec<Trajectory>), AgentError> {
+) -> Result<Evaluation, AgentError> {
     let base = rl::base_limits(template);
     let mut config = RolloutConfig {
         template,
@@ -122,9 +139,10 @@ pub fn evaluate_with(
         seed,
         max_batch: options.max_batch,
         eos: Vec::new(),
+        per_rollout_seeds: false,
     };
     let greedy = rollout(model, tokenizer, prompts, 1, &config, executor)?;
-    let sampled = if options.samples > 0 {
+    let (sampled, sampled_summary) = if options.samples > 0 {
         config.sampling = Sampling::Temperature {
             temperature: options.temperature as f32,
         };
@@ -136,15 +154,20 @@ pub fn evaluate_with(
             &config,
             executor,
         )?;
-        Some(TrajectoryStats::of(&out.trajectories))
+        let report = EvalReport::from_trajectories(&out.trajectories)?;
+        (
+            Some(TrajectoryStats::of(&out.trajectories)),
+            Some(report.summary),
+        )
     } else {
-        None
+        (None, None)
     };
-    Ok((
-        TrajectoryStats::of(&greedy.trajectories),
+    Ok(Evaluation {
+        greedy: TrajectoryStats::of(&greedy.trajectories),
         sampled,
-        greedy.trajectories,
-    ))
+        sampled_summary,
+        trajectories: greedy.trajectories,
+    })
 }
 
 /// What a run produced.
@@ -199,7 +222,10 @@ impl TrainReport {
         for e in &self.evals {
             let g = &e.greedy;
             let (avg, t) = match &e.sampled {
-                Some(s) => (format!("{:.1}%", 100.0 * s.accuracy), s),
+                Some(s) => (
+                    format!("{:.1}%", 100.0 * e.avg_at_k.unwrap_or(s.accuracy)),
+                    s,
+                ),
                 None => ("-".to_string(), g),
             };
             s.push_str(&format!(
@@ -233,6 +259,8 @@ pub struct RunOptions {
     pub python: Option<PathBuf>,
     /// [`resume`]: sandbox workers instead of the saved `tools.workers`.
     pub workers: Option<usize>,
+    /// The TensorBoard event directory [default: `<out>/tb`].
+    pub tensorboard: Option<PathBuf>,
 }
 
 /// What the trainer reports while it runs. [`LogLines`] turns every event into a log line;
@@ -308,41 +336,6 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
     move |source| AgentError::Io {
         path: path.to_path_buf(),
         source,
-    }
-}
-
-/// Appends JSON lines to a file and counts them.
-struct JsonLines {
-    path: PathBuf,
-    file: std::fs::File,
-    lines: usize,
-}
-
-impl JsonLines {
-    /// Opens `path` for appending after its first `keep` lines (dropping the rest); `keep`
-    /// 0 starts an empty file.
-    fn open(path: PathBuf, keep: usize) -> Result<Self, AgentError> {
-        let file = if keep == 0 {
-            std::fs::File::create(&path).map_err(io_err(&path))?
-        } else {
-            checkpoint::truncate_lines(&path, keep)?;
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(&path)
-                .map_err(io_err(&path))?
-        };
-        Ok(JsonLines {
-            path,
-            file,
-            lines: keep,
-        })
-    }
-    fn push(&mut self, value: &impl Serialize) -> Result<(), AgentError> {
-        let line = serde_json::to_string(value)?;
-        writeln!(self.file, "{line}").map_err(io_err(&self.path))?;
-        self.file.flush().map_err(io_err(&self.path))?;
-        self.lines += 1;
-        Ok(())
     }
 }
 
@@ -476,7 +469,7 @@ pub fn run_with(
             std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
         }
     }
-    train(config, out, device, None, options, observer)
+    phases::train(config, out, device, None, options, observer)
 }
 
 /// Reads the resolved config of a run directory (`<run>/config.json`).
@@ -538,7 +531,7 @@ pub fn resume(
         state.sft_steps,
         state.rl_steps
     ));
-    train(&config, run, device, Some((dir, state)), options, observer)
+    phases::train(&config, run, device, Some((dir, state)), options, observer)
 }
 
 /// Reads the run's JSONL files back into a report.
@@ -590,436 +583,6 @@ fn report_from_files(
     })
 }
 
-/// What every phase of a run reads.
-struct Ctx<'a> {
-    config: &'a TrainConfig,
-    out: &'a Path,
-    tokenizer: Tokenizer,
-    template: TemplateFormat,
-    held_out: Vec<Prompt>,
-    param_ids: Vec<u64>,
-}
-
-impl Ctx<'_> {
-    /// Evaluates on the held-out problems, logs, appends to `eval.jsonl` and saves the
-    /// stage-end checkpoint `checkpoints/<phase>/`.
-    fn eval_and_save(
-        &self,
-        model: &Qwen,
-        phase: &str,
-        rl_steps: u64,
-        tools: &mut dyn ToolExecutor,
-        evals_log: &mut JsonLines,
-        observer: &mut dyn Observer,
-    ) -> Result<Vec<Trajectory>, AgentError> {
-        let t = Instant::now();
-        let snapshot = model.valid();
-        let (greedy, sampled, trajectories) = evaluate_with(
-            self.template,
-            &snapshot,
-            &self.tokenizer,
-            &self.held_out,
-            &self.config.eval,
-            seed_of(self.config.seed, "eval"),
-            tools,
-        )?;
-        let row = EvalRow {
-            phase: phase.to_string(),
-            rl_steps,
-            greedy,
-            sampled,
-        };
-        let avg = sampled.map_or_else(String::new, |s| {
-            format!(
-                "avg@k {:.1}% (tool error rate {:.1}%, {:.1}% in successes), ",
-                100.0 * s.accuracy,
-                100.0 * s.tool_error_rate,
-                100.0 * s.tool_error_rate_success
-            )
-        });
-        observer.log(&format!(
-            "eval after {phase}: held-out {avg}greedy accuracy {:.1}%, tool error rate {:.1}% ({:.1}% in successes), {:.1}s",
-            100.0 * greedy.accuracy,
-            100.0 * greedy.tool_error_rate,
-            100.0 * greedy.tool_error_rate_success,
-            t.elapsed().as_secs_f64()
-        ));
-        let dir = self.out.join("checkpoints").join(phase.replace(' ', "-"));
-        save_dir(&snapshot, &self.tokenizer, &dir, WeightDtype::F32)?;
-        evals_log.push(&row)?;
-        Ok(trajectories)
-    }
-
-    /// Writes the resumable checkpoint.
-    #[allow(clippy::too_many_arguments)]
-    fn checkpoint(
-        &self,
-        phase: Phase,
-        sft_steps: usize,
-        rl_steps: u64,
-        curriculum: Option<&Curriculum>,
-        stage_pool: Option<&StagePool>,
-        lines: Lines,
-        model: &Qwen,
-        optimizer: &ModuleOptimizer,
-    ) -> Result<(), AgentError> {
-        let state = ResumeState {
-            version: checkpoint::STATE_VERSION,
-            phase,
-            sft_steps,
-            rl_steps,
-            curriculum: curriculum.map(|c| c.state().clone()),
-            stage_pool: stage_pool.cloned(),
-            lines,
-            param_ids: self.param_ids.clone(),
-        };
-        checkpoint::save(
-            &checkpoint::dir_of(self.out),
-            &state,
-            model,
-            &self.tokenizer,
-            optimizer,
-        )
-    }
-}
-
-fn lines_of(sft: &JsonLines, metrics: &JsonLines, eval: &JsonLines) -> Lines {
-    Lines {
-        sft_metrics: sft.lines,
-        metrics: metrics.lines,
-        eval: eval.lines,
-    }
-}
-
-/// The run from the start (`start` `None`) or from a checkpoint.
-fn train(
-    config: &TrainConfig,
-    out: &Path,
-    device: &Device,
-    start: Option<(PathBuf, ResumeState)>,
-    options: &RunOptions,
-    observer: &mut dyn Observer,
-) -> Result<TrainReport, AgentError> {
-    let started = Instant::now();
-    config.validate()?;
-    let seed = config.seed;
-    let train_device = device.clone().autodiff();
-    let (mut model, tokenizer, loaded_optimizer) = match &start {
-        Some((dir, state)) => {
-            let fresh = if state.phase == Phase::Sft {
-                optim::adamw(config.sft.weight_decay)
-            } else {
-                optim::rl_adamw(&config.rl)
-            };
-            let (m, t, o) = checkpoint::load(dir, state, &train_device, fresh)?;
-            (m, t, Some(o))
-        }
-        None => match &config.init {
-            Some(dir) => {
-                observer.log(&format!("starting from the model in {}", dir.display()));
-                let (m, t) = rstar_policy::load_dir(dir, &train_device)?;
-                (m, t, None)
-            }
-            None => (
-                Qwen::random(config.model.clone(), seed_of(seed, "init"), &train_device)?,
-                Tokenizer::char(),
-                None,
-            ),
-        },
-    };
-    let template = template_for(&tokenizer);
-    let (held_out, rl_pool) = problems(config)?;
-    let pool = start_pool(&config.tools)?;
-    let mut tools = PoolExecutor {
-        pool: &pool,
-        timeout: None,
-    };
-    // The scheduled driver runs its calls on the same pool, asynchronously.
-    let async_tools: Option<Arc<dyn AsyncTools>> =
-        (config.rl.rollout_driver == RolloutDriver::Scheduled).then(|| {
-            Arc::new(PoolTools {
-                pool: pool.pool().clone(),
-                timeout: None,
-            }) as Arc<dyn AsyncTools>
-        });
-    if async_tools.is_some() {
-        observer.log(&format!(
-            "rl rollouts: scheduled on {} local engine(s), {} dispatch",
-            config.rl.engines,
-            config.rl.dispatch.name()
-        ));
-    }
-    let ctx = Ctx {
-        config,
-        out,
-        param_ids: checkpoint::param_ids(&model),
-        tokenizer,
-        template,
-        held_out,
-    };
-    let tokenizer = &ctx.tokenizer;
-    let lines = start.as_ref().map(|(_, s)| s.lines).unwrap_or_default();
-    let mut sft_log = JsonLines::open(out.join("sft_metrics.jsonl"), lines.sft_metrics)?;
-    let mut evals_log = JsonLines::open(out.join("eval.jsonl"), lines.eval)?;
-    let mut metrics = JsonLines::open(out.join("metrics.jsonl"), lines.metrics)?;
-    let (phase, sft_done, mut rl_steps) = start
-        .as_ref()
-        .map(|(_, s)| (s.phase, s.sft_steps, s.rl_steps))
-        .unwrap_or((Phase::Sft, 0, 0));
-    let total_sft = config.sft.steps;
-    let mut last_samples = Vec::new();
-
-    let (mut optimizer, mut curriculum, mut stage_pool) = if phase == Phase::Sft {
-        let mut sft_optimizer =
-            loaded_optimizer.unwrap_or_else(|| optim::adamw(config.sft.weight_decay));
-        if sft_done < total_sft {
-            // SFT corpus with real tool outputs.
-            let t0 = Instant::now();
-            let tasks = TaskSet::new(config.tasks.clone())?;
-            let sft_tasks = tasks.generate(
-                Split::Train,
-                config.sft.corpus_size,
-                seed_of(seed, "sft-tasks"),
-            )?;
-            let demos = sft::build_demonstrations_with(
-                &Template::of(template),
-                &sft_tasks,
-                &rl::base_limits(template),
-                config.sft.failing_fraction,
-                seed_of(seed, "sft-bugs"),
-                &mut tools,
-            )?;
-            crate::tasks::sft::write_corpus(&out.join("sft_corpus.jsonl"), &demos)?;
-            let rows = sft::tokenize(&demos, tokenizer);
-            observer.log(&format!(
-                "sft corpus: {} demonstrations ({} with a failing first call), tool outputs in {:.1}s",
-                demos.len(),
-                demos.iter().filter(|d| d.bug.is_some()).count(),
-                t0.elapsed().as_secs_f64()
-            ));
-            let t0 = Instant::now();
-            let mut stopped = false;
-            let (m, o) = sft::train_from(
-                model,
-                sft_optimizer,
-                &rows,
-                &config.sft,
-                seed_of(seed, "sft-batches"),
-                sft_done,
-                |s, m, o| {
-                    sft_log.push(s)?;
-                    observer.sft_step(s, &config.sft);
-                    if s.step % config.checkpoint_every == 0 {
-                        ctx.checkpoint(
-                            Phase::Sft,
-                            s.step,
-                            0,
-                            None,
-                            None,
-                            lines_of(&sft_log, &metrics, &evals_log),
-                            m,
-                            o,
-                        )?;
-                    }
-                    stopped = options.stop_after_sft_steps.is_some_and(|n| s.step >= n)
-                        && s.step < total_sft;
-                    Ok(!stopped)
-                },
-            )?;
-            model = m;
-            sft_optimizer = o;
-            let _ = sft_optimizer;
-            if stopped {
-                return report_from_files(out, started, false, config.eval.temperature);
-            }
-            let secs = t0.elapsed().as_secs_f64();
-            let done = total_sft - sft_done;
-            observer.log(&format!(
-                "sft: {done} steps in {secs:.1}s ({:.2} steps/s)",
-                if secs > 0.0 { done as f64 / secs } else { 0.0 }
-            ));
-        }
-        last_samples = ctx.eval_and_save(&model, "sft", 0, &mut tools, &mut evals_log, observer)?;
-        let optimizer = optim::rl_adamw(&config.rl);
-        let curriculum = Curriculum::new(config.curriculum.clone())?;
-        ctx.checkpoint(
-            Phase::Rl,
-            total_sft,
-            0,
-            Some(&curriculum),
-            None,
-            lines_of(&sft_log, &metrics, &evals_log),
-            &model,
-            &optimizer,
-        )?;
-        (optimizer, curriculum, None)
-    } else {
-        let Some((dir, state)) = &start else {
-            unreachable!("only a checkpoint starts past SFT")
-        };
-        let Some(cstate) = state.curriculum.clone() else {
-            return Err(AgentError::Resume {
-                path: dir.join("state.json"),
-                message: "`curriculum` is missing in an RL checkpoint".into(),
-            });
-        };
-        (
-            loaded_optimizer.unwrap_or_else(|| optim::rl_adamw(&config.rl)),
-            Curriculum::resume(config.curriculum.clone(), cstate)?,
-            state.stage_pool.clone(),
-        )
-    };
-
-    // Staged GRPO-RoC.
-    let total_rl = config.curriculum.total_steps();
-    while !curriculum.is_finished() {
-        let stage = curriculum.stage().clone();
-        let index = curriculum.stage_index();
-        if stage_pool.as_ref().map(|p| p.stage) != Some(index) {
-            let prompts = match stage.problems {
-                ProblemSet::All => rl_pool.clone(),
-                ProblemSet::Hard { k, below } => {
-                    let hard = rl::hard_problems(
-                        &model.valid(),
-                        tokenizer,
-                        &rl_pool,
-                        config.rl.hard_pool_size,
-                        k,
-                        below,
-                        &stage,
-                        template,
-                        seed_of(seed, &format!("hard-{index}")),
-                        &mut tools,
-                    )?;
-                    observer.log(&format!(
-                        "stage `{}`: {} of {} problems not solved {k} of {k}",
-                        stage.name,
-                        hard.len(),
-                        if config.rl.hard_pool_size == 0 {
-                            rl_pool.len()
-                        } else {
-                            config.rl.hard_pool_size.min(rl_pool.len())
-                        }
-                    ));
-                    if hard.is_empty() {
-                        observer.log("no hard problem left: the stage trains on the whole pool");
-                        rl_pool.clone()
-                    } else {
-                        hard
-                    }
-                }
-            };
-            stage_pool = Some(StagePool {
-                stage: index,
-                prompts,
-            });
-        }
-        let pool_now = &stage_pool.as_ref().expect("set above").prompts;
-        let t = Instant::now();
-        rl_steps += 1;
-        let inputs = rl::StepInputs {
-            step: rl_steps,
-            stage: &stage,
-            stage_index: index,
-            pool: pool_now,
-            options: &config.rl,
-            seed,
-            template,
-        };
-        let (next, mut record, _) = rl::step_with(
-            model,
-            &mut optimizer,
-            tokenizer,
-            &inputs,
-            &mut tools,
-            async_tools.clone(),
-        )?;
-        model = next;
-        let decision = curriculum.observe(StepMetrics::new(
-            record.all.accuracy,
-            record.all.truncation_rate,
-        ))?;
-        record.decision = match &decision {
-            Decision::Stay => "stay".into(),
-            Decision::Advance {
-                name,
-                reset_optimizer,
-                ..
-            } => {
-                format!(
-                    "advance to `{name}`{}",
-                    if *reset_optimizer {
-                        " (optimizer reset)"
-                    } else {
-                        ""
-                    }
-                )
-            }
-            Decision::Finish { .. } => "finish".into(),
-        };
-        record.time_step = t.elapsed().as_secs_f64();
-        metrics.push(&record)?;
-        observer.rl_step(&record, total_rl);
-        // Advancing or finishing evaluates; an evaluation is expensive to replay, so a
-        // checkpoint always follows one.
-        let evaluated = !matches!(decision, Decision::Stay);
-        if evaluated {
-            last_samples = ctx.eval_and_save(
-                &model,
-                &format!("stage {}", stage.name),
-                rl_steps,
-                &mut tools,
-                &mut evals_log,
-                observer,
-            )?;
-        }
-        if let Decision::Advance {
-            reset_optimizer: true,
-            ..
-        } = decision
-        {
-            optimizer = optim::rl_adamw(&config.rl);
-        }
-        if let Err(e) = plots::draw(out) {
-            observer.log(&format!("plots not drawn: {e}"));
-        }
-        if !curriculum.is_finished() {
-            if evaluated || rl_steps % config.checkpoint_every as u64 == 0 {
-                ctx.checkpoint(
-                    Phase::Rl,
-                    total_sft,
-                    rl_steps,
-                    Some(&curriculum),
-                    stage_pool.as_ref(),
-                    lines_of(&sft_log, &metrics, &evals_log),
-                    &model,
-                    &optimizer,
-                )?;
-            }
-            if options.stop_after_rl_steps.is_some_and(|n| rl_steps >= n) {
-                return report_from_files(out, started, false, config.eval.temperature);
-            }
-        }
-    }
-    if !config.record_entropy {
-        last_samples
-            .iter_mut()
-            .for_each(Trajectory::strip_token_stats);
-    }
-    Trajectory::write_jsonl(&out.join("samples.jsonl"), &last_samples)?;
-    ctx.checkpoint(
-        Phase::Finished,
-        total_sft,
-        rl_steps,
-        Some(&curriculum),
-        stage_pool.as_ref(),
-        lines_of(&sft_log, &metrics, &evals_log),
-        &model,
-        &optimizer,
-    )?;
-    report_from_files(out, started, true, config.eval.temperature)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1043,6 +606,8 @@ mod tests {
                 rl_steps: 0,
                 greedy: stats(100, 0.99, 0.0, 0.0),
                 sampled,
+                avg_at_k: sampled.map(|s| s.accuracy),
+                pass_at_k: Vec::new(),
             }],
             rl_steps: 0,
             sft_steps_per_sec: 0.0,

@@ -21,7 +21,7 @@ use rand_chacha::ChaCha8Rng;
 use rstar_curriculum::Stage;
 use rstar_grpo::{GlobalBatch, GrpoConfig, PolicyLossInputs, group_advantages, policy_loss};
 use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_logprobs, token_logprobs};
-use rstar_roc::{RocConfig, TraceSummary, reject_equal_reward, select};
+use rstar_roc::{TraceSummary, reject_equal_reward, select};
 use serde::{Deserialize, Serialize};
 
 use rstar_scheduler::{DispatchPolicy, KvRetention};
@@ -33,6 +33,7 @@ use crate::episode::{Limits, Trajectory};
 use crate::error::AgentError;
 use crate::rollout::{
     Prompt, RolloutConfig, RolloutOutput, ToolExecutor, TrajectoryStats, mix_seed, rollout,
+    rollout_chunked,
 };
 use crate::scheduled::{AsyncTools, ScheduleConfig, run_scheduled_blocking};
 use crate::template::{Template, TemplateFormat};
@@ -90,7 +91,7 @@ pub struct StepRecord {
     pub stage: usize,
     /// The stage's name.
     pub stage_name: String,
-    /// Whether RoC was on.
+    /// Whether RoC was on (`rl.roc.mode` not `off`).
     pub roc: bool,
     /// Prompts sampled.
     pub prompts: usize,
@@ -124,6 +125,10 @@ pub struct StepRecord {
     pub time_update: f64,
     /// Tokens sampled per second of generation.
     pub rollout_tokens_per_sec: f64,
+    /// The most sequences in one generation call of the lock-step driver (at most
+    /// `rl.max_batch` when set; 0 with the scheduled driver).
+    #[serde(default)]
+    pub largest_call: usize,
     /// Seconds of the whole step (rollout, tools, update, bookkeeping; not the evaluation).
     #[serde(default)]
     pub time_step: f64,
@@ -198,7 +203,7 @@ pub fn step_with(
     let g = o.group_size;
     let step_seed = step_seed(inputs.seed, inputs.step);
     let prompts = sample_prompts(inputs.pool, o.prompts_per_step, step_seed);
-    let samples = if o.roc { 2 * g } else { g };
+    let samples = o.roc.rollouts(g);
     let policy = model.valid();
     let out = match (o.rollout_driver, async_tools) {
         (RolloutDriver::Scheduled, Some(tools)) => scheduled_rollout(
@@ -223,8 +228,9 @@ pub fn step_with(
                     temperature: inputs.stage.temperature as f32,
                 },
                 seed: step_seed,
-                max_batch: 0,
+                max_batch: o.max_batch,
                 eos: Vec::new(),
+                per_rollout_seeds: true,
             };
             rollout(&policy, tokenizer, &prompts, samples, &config, executor)?
         }
@@ -234,21 +240,16 @@ pub fn step_with(
     let summaries: Vec<TraceSummary> = trajectories.iter().map(trace_summary).collect();
 
     // Equal-reward rejection, then RoC (or nothing more without it).
-    let (kept, roc_metrics) = if o.roc {
-        let half = (g / 2).min(2);
-        let roc = RocConfig {
-            keep: g,
-            min_failures: half,
-            min_successes: half,
-            reject_equal_reward: true,
-            seed: step_seed,
-            ..RocConfig::paper()
-        };
-        let s = select(&uids, &summaries, &roc)?;
-        (s.kept, s.metrics)
-    } else {
-        let rewards: Vec<f64> = summaries.iter().map(|s| s.reward).collect();
-        reject_equal_reward(&uids, &rewards)?
+    let (kept, roc_metrics) = match o.roc.select_config(g, step_seed) {
+        Some(roc) => {
+            let s = select(&uids, &summaries, &roc)?;
+            (s.kept, s.metrics)
+        }
+        None if o.roc.reject_equal_reward => {
+            let rewards: Vec<f64> = summaries.iter().map(|s| s.reward).collect();
+            reject_equal_reward(&uids, &rewards)?
+        }
+        None => ((0..trajectories.len()).collect(), BTreeMap::new()),
     };
     let equal_reward_groups = roc_metrics
         .get("reject_equal_reward/solve_equal_total")
@@ -333,7 +334,7 @@ pub fn step_with(
         step: inputs.step,
         stage: inputs.stage_index,
         stage_name: inputs.stage.name.clone(),
-        roc: o.roc,
+        roc: o.roc.is_on(),
         prompts: prompts.len(),
         rollouts: trajectories.len(),
         all: TrajectoryStats::of(&trajectories),
@@ -350,6 +351,7 @@ pub fn step_with(
         time_tools: out.stats.tool_secs,
         time_update,
         rollout_tokens_per_sec: out.stats.tokens_per_sec(),
+        largest_call: out.stats.largest_call,
         time_step: 0.0,
         decision: String::new(),
     };
@@ -576,6 +578,7 @@ pub fn scheduled_rollout(
         policy: options.dispatch,
         retention: KvRetention::Keep,
         record_entropy: false,
+        verifier: rstar_verifier::Mode::Integer,
     };
     let out = run_scheduled_blocking(
         generators,
@@ -588,51 +591,79 @@ pub fn scheduled_rollout(
     Ok(out.rollout)
 }
 
+/// How the hard stage's pass-rate check runs ([`hard_problems`]).
+#[derive(Debug, Clone, Copy)]
+pub struct HardCheck<'a> {
+    /// Check the first this many problems of the pool (`0`: all).
+    pub limit: usize,
+    /// Samples per problem.
+    pub k: u32,
+    /// A problem is hard when its pass rate is below this.
+    pub below: f64,
+    /// The stage: limits and temperature.
+    pub stage: &'a Stage,
+    /// The prompt and tool-call layout.
+    pub template: TemplateFormat,
+    /// The rollout seed (per rollout: the result does not depend on the chunking).
+    pub seed: u64,
+    /// Problems rolled out at a time (`0`: all); each chunk's trajectories are reduced to pass
+    /// counts and dropped, so memory holds one chunk's.
+    pub chunk: usize,
+    /// Most sequences in one generation call (`0`: the whole chunk's active episodes).
+    pub max_batch: usize,
+}
+
 /// The problems of `pool` whose pass rate over `k` samples of `model` is below `below` (the
-/// curriculum's hard stage), checked on the first `limit` problems (`0`: all).
+/// curriculum's hard stage), checked on the first `limit` problems (`0`: all), `chunk`
+/// problems at a time.
 ///
 /// # Errors
 /// Rollout errors.
-#[allow(clippy::too_many_arguments)]
 pub fn hard_problems(
     model: &Qwen,
     tokenizer: &Tokenizer,
     pool: &[Prompt],
-    limit: usize,
-    k: u32,
-    below: f64,
-    stage: &Stage,
-    template: TemplateFormat,
-    seed: u64,
+    check: &HardCheck<'_>,
     executor: &mut dyn ToolExecutor,
 ) -> Result<Vec<Prompt>, AgentError> {
-    let candidates = if limit == 0 {
+    let candidates = if check.limit == 0 {
         pool
     } else {
-        &pool[..limit.min(pool.len())]
+        &pool[..check.limit.min(pool.len())]
     };
-    let k = k.max(1) as usize;
+    let k = check.k.max(1) as usize;
     let config = RolloutConfig {
-        template,
-        limits: stage_limits_for(template, stage),
+        template: check.template,
+        limits: stage_limits_for(check.template, check.stage),
         sampling: Sampling::Temperature {
-            temperature: stage.temperature as f32,
+            temperature: check.stage.temperature as f32,
         },
-        seed,
-        max_batch: 0,
+        seed: check.seed,
+        max_batch: check.max_batch,
         eos: Vec::new(),
+        per_rollout_seeds: true,
     };
-    let out = rollout(model, tokenizer, candidates, k, &config, executor)?;
-    Ok(candidates
-        .iter()
-        .enumerate()
-        .filter(|(p, _)| {
-            let solved = out.trajectories[p * k..(p + 1) * k]
-                .iter()
-                .filter(|t| t.reward.unwrap_or(0.0) > 0.0)
-                .count();
-            (solved as f64 / k as f64) < below
-        })
-        .map(|(_, prompt)| prompt.clone())
-        .collect())
+    let mut hard = Vec::new();
+    rollout_chunked(
+        model,
+        tokenizer,
+        candidates,
+        k,
+        &config,
+        executor,
+        check.chunk,
+        |prompts, out| {
+            for (p, prompt) in prompts.iter().enumerate() {
+                let solved = out.trajectories[p * k..(p + 1) * k]
+                    .iter()
+                    .filter(|t| t.reward.unwrap_or(0.0) > 0.0)
+                    .count();
+                if (solved as f64 / k as f64) < check.below {
+                    hard.push(prompt.clone());
+                }
+            }
+            Ok(())
+        },
+    )?;
+    Ok(hard)
 }

@@ -180,7 +180,7 @@ pub fn train(
 ///
 /// # Errors
 /// [`AgentError::TrainConfig`] for an empty corpus; `on_step`'s errors.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // reason: the model, optimizer, corpus, options, seed, resume point and step hook of one SFT run
 pub fn train_from(
     mut model: Qwen,
     mut optimizer: ModuleOptimizer,

@@ -110,6 +110,7 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
     let stage = Stage::new("s", 160, 3).steps(1);
     let pool = prompts(&ts);
     let before = weights(&model);
+    let twin = model.clone();
     let mut optimizer: ModuleOptimizer = adamw(0.0);
     let inputs = StepInputs {
         step: 1,
@@ -131,6 +132,27 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
     assert_eq!(rec.rollouts, 4 * 2 * 4);
     assert_eq!(trajectories.len(), rec.rollouts);
     assert!(rec.kept.count <= 4 * 4);
+    assert_eq!(
+        rec.largest_call, 32,
+        "rl.max_batch 0: one call for every active episode"
+    );
+    // The paper's RoC: of each surviving group of 2G = 8 with n_neg failures, ⌊n_neg / 2⌋
+    // failures and G − ⌊n_neg / 2⌋ successes are kept.
+    let mut kept_successes = 0;
+    for group in trajectories.chunks(8) {
+        let failures = group
+            .iter()
+            .filter(|t| t.reward.unwrap_or(0.0) <= 0.0)
+            .count();
+        if failures != 0 && failures != 8 {
+            kept_successes += 4 - failures / 2;
+        }
+    }
+    assert_eq!(
+        (rec.kept.accuracy * rec.kept.count as f64).round() as usize,
+        kept_successes,
+        "{rec:?}"
+    );
     assert!(trajectories.iter().all(|t| t.response_ids.len() <= 160));
     let surviving = 4 - rec.equal_reward_groups;
     assert!(surviving > 0, "{rec:?}");
@@ -147,9 +169,31 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
         "{rec:?}"
     );
     assert!(rec.entropy > 0.0 && rec.grad_norm > 0.0, "{rec:?}");
+    // The same step in generation calls of at most 5 sequences: the same samples (seeded per
+    // rollout), the same update.
+    let mut bounded = options.clone();
+    bounded.max_batch = 5;
+    let (twin, twin_rec, twin_trajectories) = rl::step(
+        twin,
+        &mut adamw(0.0),
+        &Tokenizer::char(),
+        &StepInputs {
+            options: &bounded,
+            ..inputs
+        },
+        &mut tools(),
+    )
+    .unwrap();
+    assert!(twin_rec.largest_call <= 5, "{twin_rec:?}");
+    let ids = |ts: &[rstar_agent::episode::Trajectory]| -> Vec<Vec<u32>> {
+        ts.iter().map(|t| t.response_ids.clone()).collect()
+    };
+    assert_eq!(ids(&twin_trajectories), ids(&trajectories));
+    assert_eq!((twin_rec.all, twin_rec.kept), (rec.all, rec.kept));
+    assert_eq!(weights(&twin), weights(&model));
     // Plain GRPO rolls out G per prompt.
     let mut plain = options.clone();
-    plain.roc = false;
+    plain.roc = rstar_agent::train::RocOptions::off();
     let inputs = StepInputs {
         step: 2,
         options: &plain,

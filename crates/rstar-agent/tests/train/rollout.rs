@@ -3,7 +3,7 @@
 
 use burn::tensor::{Int, Tensor, TensorData};
 use rstar_agent::episode::Role;
-use rstar_agent::rollout::{FnExecutor, RolloutConfig, TrajectoryStats, rollout};
+use rstar_agent::rollout::{FnExecutor, RolloutConfig, ToolExecutor, TrajectoryStats, rollout};
 use rstar_agent::toolcall::{ToolCall, ToolOutcome};
 use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_logprobs};
 
@@ -112,10 +112,13 @@ fn evaluation_episodes_keep_the_configured_response_budget() {
     options.samples = 1;
     let lens = |options: &rstar_agent::train::EvalOptions,
                 exec: &mut dyn rstar_agent::rollout::ToolExecutor| {
-        let (greedy, sampled, trajectories) =
-            rstar_agent::train::evaluate(&model, &tok, &ps, options, 3, exec).unwrap();
-        assert_eq!((greedy.count, sampled.map(|s| s.count)), (2, Some(2)));
-        trajectories
+        let e = rstar_agent::train::evaluate(&model, &tok, &ps, options, 3, exec).unwrap();
+        assert_eq!((e.greedy.count, e.sampled.map(|s| s.count)), (2, Some(2)));
+        // avg@1 by `rstar eval`'s code: the share of the two samples that are correct.
+        let summary = e.sampled_summary.unwrap();
+        assert_eq!(summary.samples, 1);
+        assert_eq!(summary.avg_at_k, e.sampled.unwrap().accuracy);
+        e.trajectories
             .iter()
             .map(|t| (t.response_ids.len(), t.truncated))
             .collect::<Vec<_>>()
@@ -133,4 +136,55 @@ fn evaluation_episodes_keep_the_configured_response_budget() {
         assert!(n <= 16, "{n}");
         assert!(truncated || n < 16, "{n}");
     }
+}
+
+/// A batch larger than `max_batch`: no generation call holds more than the bound, and with
+/// per-rollout seeds the trajectories are those of one unbounded call (and of a rollout a
+/// prompt at a time); with the per-round seeds the bound changes them, so the comparison can
+/// fail.
+#[test]
+fn bounded_generation_gives_the_unbounded_results_with_per_rollout_seeds() {
+    use rstar_agent::rollout::{RolloutOutput, rollout_chunked};
+    let device = burn::tensor::Device::flex();
+    let model = Qwen::random(super::common::tiny_config(), 0, &device).unwrap();
+    let tok = Tokenizer::char();
+    let ps = prompts(&tasks(3, 11));
+    let mut exec = FnExecutor(|_: &ToolCall| ToolOutcome::code_judge(true, "", "1\n", "", 0.0));
+    let run = |max_batch: usize, per_rollout: bool, exec: &mut dyn ToolExecutor| {
+        let mut c = config(21, 24);
+        c.max_batch = max_batch;
+        c.per_rollout_seeds = per_rollout;
+        rollout(&model, &tok, &ps, 4, &c, exec).unwrap()
+    };
+    let responses = |o: &RolloutOutput| -> Vec<(String, u32, Vec<u32>, Option<f32>)> {
+        o.trajectories
+            .iter()
+            .map(|t| (t.id.clone(), t.sample, t.response_ids.clone(), t.reward))
+            .collect()
+    };
+    let whole = run(0, true, &mut exec);
+    assert_eq!(whole.trajectories.len(), 12);
+    assert_eq!(whole.stats.largest_call, 12, "{:?}", whole.stats);
+    let bounded = run(5, true, &mut exec);
+    assert!(bounded.stats.largest_call <= 5, "{:?}", bounded.stats);
+    assert!(bounded.stats.rounds >= 3, "{:?}", bounded.stats);
+    assert_eq!(responses(&bounded), responses(&whole));
+    // A prompt at a time, in calls of at most 3: the same trajectories again.
+    let mut c = config(21, 24);
+    c.max_batch = 3;
+    c.per_rollout_seeds = true;
+    let mut chunks = Vec::new();
+    rollout_chunked(&model, &tok, &ps, 4, &c, &mut exec, 1, |part, out| {
+        assert_eq!(part.len(), 1);
+        assert!(out.stats.largest_call <= 3, "{:?}", out.stats);
+        chunks.extend(responses(&out));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(chunks, responses(&whole));
+    // Seeded by round and batch position instead, the bound changes the samples.
+    assert_ne!(
+        responses(&run(5, false, &mut exec)),
+        responses(&run(0, false, &mut exec))
+    );
 }

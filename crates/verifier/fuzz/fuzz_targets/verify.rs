@@ -1,4 +1,4 @@
-//! Fuzz target: `verify` never panics, and an answer that verifies is the ground truth's own integer.
+//! Fuzz target: no mode panics, an integer answer that verifies is the ground truth's own integer, and every reward matches its reason.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -11,6 +11,14 @@ fuzz_target!(|data: &[u8]| {
     // The first line is the ground truth, the rest the response.
     let (gt, response) = text.split_once('\n').unwrap_or(("0", text));
     let v = Verifier::new();
+    // The math and choice modes take any ground truth (or refuse it cleanly).
+    for verdict in [v.verify_math(response, gt), v.verify_choice(response, gt)]
+        .into_iter()
+        .flatten()
+    {
+        assert_eq!(verdict.reward, u8::from(verdict.reason == Reason::Right));
+    }
+    let _ = v.math_truth(response);
     let Ok(truth) = v.ground_truth(gt) else {
         return;
     };
