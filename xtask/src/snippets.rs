@@ -5,7 +5,8 @@
 //!
 //! Pages checked: `docs/verifier.md`, `docs/roc.md`, `docs/episode.md`, `docs/tasks.md` (crates
 //! with no Burn: the scratch build stays a minute or two, once). Blocks fenced `rust,ignore` are
-//! skipped. The scratch project lives in `target/doc-snippets/` with a target folder of its own.
+//! skipped. The scratch project lives in `target/doc-snippets/`; it builds into the workspace's `target/`
+//! with the workspace's profiles, so the registry crates the tests built are reused.
 
 use std::path::Path;
 
@@ -95,8 +96,9 @@ pub fn run(args: &[String]) -> Result<()> {
         deps.push("serde_json = \"1\"".to_string());
     }
     let manifest = format!(
-        "[package]\nname = \"doc-snippets\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n# Not a member of the checkout's workspace.\n[workspace]\n\n[dependencies]\n{}\n",
-        deps.join("\n")
+        "[package]\nname = \"doc-snippets\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n# Not a member of the checkout's workspace.\n[workspace]\n\n[dependencies]\n{}\n\n{}",
+        deps.join("\n"),
+        profiles(&root)?
     );
     std::fs::write(project.join("Cargo.toml"), manifest)?;
     std::fs::write(
@@ -112,6 +114,27 @@ pub fn run(args: &[String]) -> Result<()> {
         cargo()
             .current_dir(&project)
             .args(["run", "--quiet"])
-            .env("CARGO_TARGET_DIR", scratch.join("target")),
+            // The workspace's target folder: with the same profiles and lock file, the
+            // registry crates the tests already built are reused (the path crates get artifacts
+            // of their own, hashed by their path from this project).
+            .env("CARGO_TARGET_DIR", root.join("target")),
     )
+}
+
+/// The checkout's `[profile.*]` sections, so that the scratch build compiles the registry
+/// crates exactly as the workspace does.
+fn profiles(root: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(root.join("Cargo.toml")).context("Cargo.toml")?;
+    let mut out = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line.starts_with('[') {
+            inside = line.starts_with("[profile");
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    Ok(out)
 }

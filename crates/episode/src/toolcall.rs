@@ -183,24 +183,7 @@ impl ToolOutcome {
         stderr: &str,
         seconds: f64,
     ) -> Self {
-        // rstar-toolenv's layout (`format_response` with no per-stream cap and no budget: the
-        // pool already capped the streams, the episode's limits cut the whole); written out here
-        // so the agent format needs no sandbox. The umbrella's tests check the two agree.
-        let mut parts = Vec::with_capacity(5);
-        if success {
-            parts.push("Tool call success".to_string());
-        } else {
-            parts.push("Tool call failure".to_string());
-            parts.push(format!("reason: {reason}"));
-        }
-        if !stdout.is_empty() {
-            parts.push(format!("stdout: {stdout}"));
-        }
-        if !stderr.is_empty() {
-            parts.push(format!("stderr: {stderr}"));
-        }
-        parts.push(format!("execution time: {seconds:.2}s"));
-        let text = parts.join("\n");
+        let text = code_judge_text(success, reason, stdout, stderr, seconds);
         let kind = match (success, reason) {
             (true, _) if stdout.is_empty() => OutcomeKind::NoOutput,
             (true, _) => OutcomeKind::Output,
@@ -224,6 +207,35 @@ impl ToolOutcome {
     pub fn is_error(&self) -> bool {
         self.kind.is_error()
     }
+}
+
+/// The code-judge tool-response text, as rStar2-Agent's client builds it: `Tool call success`
+/// or `Tool call failure` and `reason: …`, then `stdout: …` and `stderr: …` when non-empty, then
+/// `execution time: X.XXs` (Python's `f"{seconds:.2f}"`), joined by newlines. The streams are
+/// written whole: `rstar_toolenv::format_response` caps them first and cuts the whole text to
+/// its budget after, around this function.
+pub fn code_judge_text(
+    success: bool,
+    reason: &str,
+    stdout: &str,
+    stderr: &str,
+    seconds: f64,
+) -> String {
+    let mut parts = Vec::with_capacity(5);
+    if success {
+        parts.push("Tool call success".to_string());
+    } else {
+        parts.push("Tool call failure".to_string());
+        parts.push(format!("reason: {reason}"));
+    }
+    if !stdout.is_empty() {
+        parts.push(format!("stdout: {stdout}"));
+    }
+    if !stderr.is_empty() {
+        parts.push(format!("stderr: {stderr}"));
+    }
+    parts.push(format!("execution time: {seconds:.2}s"));
+    parts.join("\n")
 }
 
 /// The text of a `head: ` section up to the next known section head (or the end).

@@ -84,13 +84,8 @@ pub fn truncate_middle(text: &str, budget: usize) -> String {
     )
 }
 
-/// Formats `seconds` like Python's `f"{seconds:.2f}"` (round half to even on
-/// the exact binary value, which is what both Python and Rust do).
-fn seconds_2dp(seconds: f64) -> String {
-    format!("{seconds:.2}")
-}
-
-/// The tool-response text for one result.
+/// The tool-response text for one result: each stream cut to `format.stream_chars`, the text
+/// of [`rstar_episode::toolcall::code_judge_text`], then the whole cut to the budget.
 ///
 /// `success` is code-judge's `run_success and success` (exit status zero and,
 /// with no expected output, nothing else); `reason` is code-judge's reason
@@ -103,23 +98,13 @@ pub fn format_response(
     cost_seconds: f64,
     format: &ResponseFormat,
 ) -> String {
-    let stdout = head_chars(stdout, format.stream_chars);
-    let stderr = head_chars(stderr, format.stream_chars);
-    let mut parts = Vec::with_capacity(5);
-    if success {
-        parts.push("Tool call success".to_string());
-    } else {
-        parts.push("Tool call failure".to_string());
-        parts.push(format!("reason: {reason}"));
-    }
-    if !stdout.is_empty() {
-        parts.push(format!("stdout: {stdout}"));
-    }
-    if !stderr.is_empty() {
-        parts.push(format!("stderr: {stderr}"));
-    }
-    parts.push(format!("execution time: {}s", seconds_2dp(cost_seconds)));
-    let text = parts.join("\n");
+    let text = rstar_episode::toolcall::code_judge_text(
+        success,
+        reason,
+        head_chars(stdout, format.stream_chars),
+        head_chars(stderr, format.stream_chars),
+        cost_seconds,
+    );
     match format.budget_chars {
         Some(budget) => truncate_middle(&text, budget),
         None => text,
@@ -208,7 +193,12 @@ mod tests {
             (0.005, "0.01"),
             (12.0, "12.00"),
         ] {
-            assert_eq!(seconds_2dp(x), want, "{x}");
+            let text = format_response(true, "", "", "", x, &ResponseFormat::new());
+            assert_eq!(
+                text,
+                format!("Tool call success\nexecution time: {want}s"),
+                "{x}"
+            );
         }
     }
 

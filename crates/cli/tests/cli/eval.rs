@@ -212,6 +212,62 @@ fn eval_writes_parseable_files_and_reports_errors() {
     assert!(stderr.contains("--verifier"), "{stderr}");
 }
 
+/// `rstar eval` on the whole of MATH-500 (`../shared/datasets/math500.jsonl`) with no
+/// `--skip-unscorable`: the ground truths pick the math verifier, every one of the 500 is
+/// accepted, and every problem is scored (0: a random model whose 24-position context no
+/// prompt fits, so that no forward pass runs and the test takes seconds).
+#[test]
+fn eval_scores_all_of_math500_in_math_mode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("model");
+    let config = QwenConfig {
+        max_position_embeddings: 24,
+        ..QwenConfig::tiny_char()
+    };
+    let random = Qwen::random(config, 0, &Device::flex()).unwrap();
+    save_dir(&random, &Tokenizer::char(), &model, WeightDtype::F32).unwrap();
+    let out = tmp.path().join("out");
+    let data = rstar_testdata::dataset("math500.jsonl");
+    let (code, stdout, stderr) = rstar(&[
+        "eval",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--max-response-tokens",
+        "1",
+        "--workers",
+        "1",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("scoring with the math verifier"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("left out"), "{stderr}");
+    let summary: EvalSummaryFile = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(summary.summary.problems, 500);
+    assert_eq!(
+        summary.options.schedule.verifier,
+        rstar_agent::verifier::Mode::Math
+    );
+    let results: Vec<ProblemResult> = std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(results.len(), 500);
+    let truths = std::fs::read_to_string(&data).unwrap();
+    assert_eq!(truths.lines().count(), 500);
+    for r in &results {
+        assert!(r.answer.is_some(), "{}", r.id);
+        assert_eq!((r.samples, r.correct), (1, 0), "{}", r.id);
+    }
+}
+
 /// Kills the server when the test ends, however it ends.
 struct Server(std::process::Child);
 

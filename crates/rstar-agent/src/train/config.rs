@@ -685,40 +685,30 @@ impl TrainConfig {
                 ),
             );
         }
-        for (field, lr) in [("sft.lr", self.sft.lr), ("rl.lr", self.rl.lr)] {
-            if !(lr.is_finite() && lr > 0.0) {
-                return bad(field, format!("is {lr}, expected a positive number"));
+        let positive_numbers = [
+            ("sft.lr", self.sft.lr, ""),
+            ("rl.lr", self.rl.lr, ""),
+            ("rl.adam_epsilon", self.rl.adam_epsilon, ""),
+            (
+                "rl.gain_lr_multiplier",
+                self.rl.gain_lr_multiplier,
+                " (1: one learning rate for all)",
+            ),
+            ("eval.temperature", self.eval.temperature, ""),
+            ("tools.timeout_secs", self.tools.timeout_secs, ""),
+        ];
+        for (field, v, hint) in positive_numbers {
+            if !(v.is_finite() && v > 0.0) {
+                return bad(field, format!("is {v}, expected a positive number{hint}"));
             }
         }
-        if !(self.rl.adam_epsilon.is_finite() && self.rl.adam_epsilon > 0.0) {
-            return bad(
-                "rl.adam_epsilon",
-                format!("is {}, expected a positive number", self.rl.adam_epsilon),
-            );
-        }
-        if !(self.rl.gain_lr_multiplier.is_finite() && self.rl.gain_lr_multiplier > 0.0) {
-            return bad(
-                "rl.gain_lr_multiplier",
-                format!(
-                    "is {}, expected a positive number (1: one learning rate for all)",
-                    self.rl.gain_lr_multiplier
-                ),
-            );
-        }
-        if !(0.0..=1.0).contains(&self.sft.failing_fraction) {
-            return bad(
-                "sft.failing_fraction",
-                format!(
-                    "is {}, expected a number in [0, 1]",
-                    self.sft.failing_fraction
-                ),
-            );
-        }
-        if !(0.0..=1.0).contains(&self.sft.min_lr_ratio) {
-            return bad(
-                "sft.min_lr_ratio",
-                format!("is {}, expected a number in [0, 1]", self.sft.min_lr_ratio),
-            );
+        for (field, v) in [
+            ("sft.failing_fraction", self.sft.failing_fraction),
+            ("sft.min_lr_ratio", self.sft.min_lr_ratio),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return bad(field, format!("is {v}, expected a number in [0, 1]"));
+            }
         }
         for (field, clip) in [
             ("sft.grad_clip", self.sft.grad_clip),
@@ -734,18 +724,6 @@ impl TrainConfig {
             return bad(
                 "eval.max_response_tokens",
                 "is 0, expected at least 1 (or leave it out for the template's budget)".into(),
-            );
-        }
-        if !(self.eval.temperature.is_finite() && self.eval.temperature > 0.0) {
-            return bad(
-                "eval.temperature",
-                format!("is {}, expected a positive number", self.eval.temperature),
-            );
-        }
-        if !(self.tools.timeout_secs.is_finite() && self.tools.timeout_secs > 0.0) {
-            return bad(
-                "tools.timeout_secs",
-                format!("is {}, expected a positive number", self.tools.timeout_secs),
             );
         }
         if self.preset == "rstar2-agent" {

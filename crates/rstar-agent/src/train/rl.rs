@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use rstar_scheduler::{DispatchPolicy, KvRetention};
 
-use super::config::{RlOptions, RolloutDriver};
+use super::config::{RlOptions, RocOptions, RolloutDriver};
 use super::optim::{clip_global_norm, pack, rl_learning_rate};
 use crate::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
 use crate::episode::{Limits, Trajectory};
@@ -192,7 +192,7 @@ pub fn step(
 /// # Errors
 /// Rollout, RoC, advantage and loss errors.
 pub fn step_with(
-    mut model: Qwen,
+    model: Qwen,
     optimizer: &mut ModuleOptimizer,
     tokenizer: &Tokenizer,
     inputs: &StepInputs<'_>,
@@ -200,57 +200,19 @@ pub fn step_with(
     async_tools: Option<Arc<dyn AsyncTools>>,
 ) -> Result<(Qwen, StepRecord, Vec<Trajectory>), AgentError> {
     let o = inputs.options;
-    let g = o.group_size;
     let step_seed = step_seed(inputs.seed, inputs.step);
     let prompts = sample_prompts(inputs.pool, o.prompts_per_step, step_seed);
-    let samples = o.roc.rollouts(g);
-    let policy = model.valid();
-    let out = match (o.rollout_driver, async_tools) {
-        (RolloutDriver::Scheduled, Some(tools)) => scheduled_rollout(
-            &policy,
-            tokenizer,
-            &prompts,
-            samples,
-            &ScheduledRollout {
-                template: inputs.template,
-                stage: inputs.stage,
-                seed: step_seed,
-                engines: o.engines,
-                dispatch: o.dispatch,
-            },
-            tools,
-        )?,
-        _ => {
-            let config = RolloutConfig {
-                template: inputs.template,
-                limits: stage_limits_for(inputs.template, inputs.stage),
-                sampling: Sampling::Temperature {
-                    temperature: inputs.stage.temperature as f32,
-                },
-                seed: step_seed,
-                max_batch: o.max_batch,
-                eos: Vec::new(),
-                per_rollout_seeds: true,
-            };
-            rollout(&policy, tokenizer, &prompts, samples, &config, executor)?
-        }
-    };
+    let out = step_rollouts(
+        &model.valid(),
+        tokenizer,
+        &prompts,
+        inputs,
+        step_seed,
+        executor,
+        async_tools,
+    )?;
     let trajectories = out.trajectories;
-    let uids: Vec<&str> = trajectories.iter().map(|t| t.id.as_str()).collect();
-    let summaries: Vec<TraceSummary> = trajectories.iter().map(trace_summary).collect();
-
-    // Equal-reward rejection, then RoC (or nothing more without it).
-    let (kept, roc_metrics) = match o.roc.select_config(g, step_seed) {
-        Some(roc) => {
-            let s = select(&uids, &summaries, &roc)?;
-            (s.kept, s.metrics)
-        }
-        None if o.roc.reject_equal_reward => {
-            let rewards: Vec<f64> = summaries.iter().map(|s| s.reward).collect();
-            reject_equal_reward(&uids, &rewards)?
-        }
-        None => ((0..trajectories.len()).collect(), BTreeMap::new()),
-    };
+    let (kept, roc_metrics) = select_kept(&trajectories, &o.roc, o.group_size, step_seed)?;
     let equal_reward_groups = roc_metrics
         .get("reject_equal_reward/solve_equal_total")
         .copied()
@@ -259,76 +221,7 @@ pub fn step_with(
         kept.iter().map(|&i| trajectories[i].clone()).collect();
 
     let started = Instant::now();
-    let (mut clip_frac, mut ppo_kl, mut entropy, mut pg_loss, mut grad_norm) =
-        (0.0f32, 0.0f32, 0.0f32, 0.0f32, 0.0f64);
-    let mut updates = 0;
-    if !kept.is_empty() {
-        let rewards: Vec<f32> = kept_trajectories
-            .iter()
-            .map(|t| t.reward.unwrap_or(0.0))
-            .collect();
-        let groups: Vec<&str> = kept_trajectories.iter().map(|t| t.id.as_str()).collect();
-        let advantages = group_advantages(&rewards, &groups, &o.grpo.advantage)?;
-        let rows: Vec<(Vec<u32>, Vec<f32>)> = kept_trajectories
-            .iter()
-            .map(|t| {
-                let mut ids = t.prompt_ids.clone();
-                ids.extend_from_slice(&t.response_ids);
-                let mut w = vec![0.0f32; t.prompt_ids.len()];
-                w.extend(t.loss_mask.iter().map(|&m| f32::from(m)));
-                (ids, w)
-            })
-            .collect();
-        let inner = policy.device();
-        let n = rows.len();
-        let per = n.div_ceil(o.mini_batches.min(n));
-        let chunks: Vec<Vec<usize>> = (0..n)
-            .collect::<Vec<_>>()
-            .chunks(per)
-            .map(<[usize]>::to_vec)
-            .collect();
-        // Each mini-batch is cut into micro-batches of rows of similar length (less padding);
-        // the loss of each is normalised by the mini-batch's token and sequence counts, so the
-        // accumulated gradient is the mini-batch's.
-        let micro: Vec<Vec<Vec<usize>>> = chunks
-            .iter()
-            .map(|chunk| micro_batches(chunk, &rows, MICRO_BATCH_TOKENS))
-            .collect();
-        // Old log-probs: the sampling policy, recomputed before any update. With one update the
-        // policy that sampled is the one being updated, so the detached current log-probs are
-        // the same numbers without a second forward pass.
-        let olds: Option<Vec<Vec<TensorData>>> = (chunks.len() > 1).then(|| {
-            micro
-                .iter()
-                .map(|parts| {
-                    parts
-                        .iter()
-                        .map(|part| {
-                            let (tokens, _, _) = pack(&packed(part, &rows), &inner);
-                            sequence_logprobs(&policy, tokens).0.into_data()
-                        })
-                        .collect()
-                })
-                .collect()
-        });
-        // The same rates for every mini-batch of the step (the gains keep their ids).
-        let lr = rl_learning_rate(&model, step_lr(o, inputs.step), o.gain_lr_multiplier);
-        for (c, parts) in micro.iter().enumerate() {
-            let olds = olds.as_ref().map(|o| o[c].as_slice());
-            let Some((mut grads, m)) =
-                mini_batch_gradients(&model, &rows, parts, &advantages, olds, &o.grpo)?
-            else {
-                continue;
-            };
-            entropy = m.entropy;
-            clip_frac = m.clip_frac;
-            ppo_kl = m.ppo_kl;
-            pg_loss += m.pg_loss / chunks.len() as f32;
-            grad_norm += clip_global_norm(&model, &mut grads, o.grad_clip) / chunks.len() as f64;
-            model = optimizer.step(lr.clone(), model, grads);
-            updates += 1;
-        }
-    }
+    let (model, u) = update(model, optimizer, &kept_trajectories, o, inputs.step)?;
     let time_update = started.elapsed().as_secs_f64();
     let record = StepRecord {
         step: inputs.step,
@@ -341,12 +234,12 @@ pub fn step_with(
         kept: TrajectoryStats::of(&kept_trajectories),
         equal_reward_groups,
         roc_metrics,
-        clip_frac,
-        ppo_kl,
-        entropy,
-        pg_loss,
-        grad_norm,
-        updates,
+        clip_frac: u.clip_frac,
+        ppo_kl: u.ppo_kl,
+        entropy: u.entropy,
+        pg_loss: u.pg_loss,
+        grad_norm: u.grad_norm,
+        updates: u.updates,
         time_rollout: out.stats.generate_secs,
         time_tools: out.stats.tool_secs,
         time_update,
@@ -356,6 +249,166 @@ pub fn step_with(
         decision: String::new(),
     };
     Ok((model, record, trajectories))
+}
+
+/// The step's rollouts: `rl.roc`'s number per prompt (2G with RoC, G without), by the
+/// scheduled driver when it is chosen and async tools are there, else lock-step with
+/// per-rollout seeds.
+fn step_rollouts(
+    policy: &Qwen,
+    tokenizer: &Tokenizer,
+    prompts: &[Prompt],
+    inputs: &StepInputs<'_>,
+    step_seed: u64,
+    executor: &mut dyn ToolExecutor,
+    async_tools: Option<Arc<dyn AsyncTools>>,
+) -> Result<RolloutOutput, AgentError> {
+    let o = inputs.options;
+    let samples = o.roc.rollouts(o.group_size);
+    match (o.rollout_driver, async_tools) {
+        (RolloutDriver::Scheduled, Some(tools)) => scheduled_rollout(
+            policy,
+            tokenizer,
+            prompts,
+            samples,
+            &ScheduledRollout {
+                template: inputs.template,
+                stage: inputs.stage,
+                seed: step_seed,
+                engines: o.engines,
+                dispatch: o.dispatch,
+            },
+            tools,
+        ),
+        _ => {
+            let config = RolloutConfig {
+                template: inputs.template,
+                limits: stage_limits_for(inputs.template, inputs.stage),
+                sampling: Sampling::Temperature {
+                    temperature: inputs.stage.temperature as f32,
+                },
+                seed: step_seed,
+                max_batch: o.max_batch,
+                eos: Vec::new(),
+                per_rollout_seeds: true,
+            };
+            rollout(policy, tokenizer, prompts, samples, &config, executor)
+        }
+    }
+}
+
+/// Equal-reward rejection, then RoC (or nothing more without it): the indices of the kept
+/// trajectories and the selection's metrics.
+fn select_kept(
+    trajectories: &[Trajectory],
+    roc: &RocOptions,
+    group_size: usize,
+    step_seed: u64,
+) -> Result<(Vec<usize>, BTreeMap<String, f64>), AgentError> {
+    let uids: Vec<&str> = trajectories.iter().map(|t| t.id.as_str()).collect();
+    let summaries: Vec<TraceSummary> = trajectories.iter().map(trace_summary).collect();
+    Ok(match roc.select_config(group_size, step_seed) {
+        Some(config) => {
+            let s = select(&uids, &summaries, &config)?;
+            (s.kept, s.metrics)
+        }
+        None if roc.reject_equal_reward => {
+            let rewards: Vec<f64> = summaries.iter().map(|s| s.reward).collect();
+            reject_equal_reward(&uids, &rewards)?
+        }
+        None => ((0..trajectories.len()).collect(), BTreeMap::new()),
+    })
+}
+
+/// What [`update`] reports: the last mini-batch's entropy, clip fraction and KL, the mean
+/// loss and gradient norm over mini-batches, and the number of optimizer steps.
+#[derive(Debug, Clone, Copy, Default)]
+struct UpdateMetrics {
+    clip_frac: f32,
+    ppo_kl: f32,
+    entropy: f32,
+    pg_loss: f32,
+    grad_norm: f64,
+    updates: usize,
+}
+
+/// The GRPO update on the kept trajectories: group advantages, then one optimizer step per
+/// mini-batch, each accumulated over length-sorted micro-batches.
+fn update(
+    mut model: Qwen,
+    optimizer: &mut ModuleOptimizer,
+    kept: &[Trajectory],
+    o: &RlOptions,
+    step: u64,
+) -> Result<(Qwen, UpdateMetrics), AgentError> {
+    let mut m = UpdateMetrics::default();
+    if kept.is_empty() {
+        return Ok((model, m));
+    }
+    let rewards: Vec<f32> = kept.iter().map(|t| t.reward.unwrap_or(0.0)).collect();
+    let groups: Vec<&str> = kept.iter().map(|t| t.id.as_str()).collect();
+    let advantages = group_advantages(&rewards, &groups, &o.grpo.advantage)?;
+    let rows: Vec<(Vec<u32>, Vec<f32>)> = kept
+        .iter()
+        .map(|t| {
+            let mut ids = t.prompt_ids.clone();
+            ids.extend_from_slice(&t.response_ids);
+            let mut w = vec![0.0f32; t.prompt_ids.len()];
+            w.extend(t.loss_mask.iter().map(|&m| f32::from(m)));
+            (ids, w)
+        })
+        .collect();
+    let policy = model.valid();
+    let inner = policy.device();
+    let n = rows.len();
+    let per = n.div_ceil(o.mini_batches.min(n));
+    let chunks: Vec<Vec<usize>> = (0..n)
+        .collect::<Vec<_>>()
+        .chunks(per)
+        .map(<[usize]>::to_vec)
+        .collect();
+    // Each mini-batch is cut into micro-batches of rows of similar length (less padding);
+    // the loss of each is normalised by the mini-batch's token and sequence counts, so the
+    // accumulated gradient is the mini-batch's.
+    let micro: Vec<Vec<Vec<usize>>> = chunks
+        .iter()
+        .map(|chunk| micro_batches(chunk, &rows, MICRO_BATCH_TOKENS))
+        .collect();
+    // Old log-probs: the sampling policy, recomputed before any update. With one update the
+    // policy that sampled is the one being updated, so the detached current log-probs are
+    // the same numbers without a second forward pass.
+    let olds: Option<Vec<Vec<TensorData>>> = (chunks.len() > 1).then(|| {
+        micro
+            .iter()
+            .map(|parts| {
+                parts
+                    .iter()
+                    .map(|part| {
+                        let (tokens, _, _) = pack(&packed(part, &rows), &inner);
+                        sequence_logprobs(&policy, tokens).0.into_data()
+                    })
+                    .collect()
+            })
+            .collect()
+    });
+    // The same rates for every mini-batch of the step (the gains keep their ids).
+    let lr = rl_learning_rate(&model, step_lr(o, step), o.gain_lr_multiplier);
+    for (c, parts) in micro.iter().enumerate() {
+        let olds = olds.as_ref().map(|o| o[c].as_slice());
+        let Some((mut grads, b)) =
+            mini_batch_gradients(&model, &rows, parts, &advantages, olds, &o.grpo)?
+        else {
+            continue;
+        };
+        m.entropy = b.entropy;
+        m.clip_frac = b.clip_frac;
+        m.ppo_kl = b.ppo_kl;
+        m.pg_loss += b.pg_loss / chunks.len() as f32;
+        m.grad_norm += clip_global_norm(&model, &mut grads, o.grad_clip) / chunks.len() as f64;
+        model = optimizer.step(lr.clone(), model, grads);
+        m.updates += 1;
+    }
+    Ok((model, m))
 }
 
 /// What one mini-batch's loss reports.
