@@ -50,6 +50,11 @@ pub fn run(args: &[String]) -> Result<()> {
     std::fs::create_dir_all(project.join("src"))?;
     // The checkout, where the docs assume it: beside the project, named `rstar-agent`.
     let checkout = scratch.join("rstar-agent");
+    // A link left by another checkout (a moved or copied `target/`) points at other sources.
+    if std::fs::read_link(&checkout).is_ok_and(|to| to != root) {
+        std::fs::remove_file(&checkout)
+            .with_context(|| format!("removing the stale link {}", checkout.display()))?;
+    }
     if std::fs::symlink_metadata(&checkout).is_err() {
         std::os::unix::fs::symlink(&root, &checkout)
             .with_context(|| format!("linking {}", checkout.display()))?;
