@@ -23,6 +23,15 @@ fn rstar(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// The lines of `out/results.jsonl`.
+fn results(out: &Path) -> Vec<ProblemResult> {
+    std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn tiny_model(dir: &Path) {
     let model = Qwen::random(QwenConfig::tiny_char(), 0, &Device::flex()).unwrap();
     save_dir(&model, &Tokenizer::char(), dir, WeightDtype::F32).unwrap();
@@ -74,11 +83,7 @@ fn eval_writes_parseable_files_and_reports_errors() {
     let file: EvalSummaryFile =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(file.summary, summary.summary);
-    let results: Vec<ProblemResult> = std::fs::read_to_string(out.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let results = results(&out);
     let ids: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["a", "b"]);
     let trajectories = Trajectory::read_jsonl(&out.join("trajectories.jsonl")).unwrap();
@@ -254,11 +259,7 @@ fn eval_scores_all_of_math500_in_math_mode() {
         summary.options.schedule.verifier,
         rstar_agent::verifier::Mode::Math
     );
-    let results: Vec<ProblemResult> = std::fs::read_to_string(out.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let results = results(&out);
     assert_eq!(results.len(), 500);
     let truths = std::fs::read_to_string(&data).unwrap();
     assert_eq!(truths.lines().count(), 500);
