@@ -27,17 +27,16 @@ pub fn run(args: &[String]) -> Result<()> {
 /// `cargo xtask ci` calls this last.
 pub fn test_on_lavapipe() -> Result<()> {
     ensure_vulkan_driver()?;
-    // One cargo invocation for both packages: the GPU stack is built once, with the features
-    // of both (two invocations would build it twice, ten minutes each on two cores).
+    // One cargo invocation over the whole workspace: features unify as in `cargo test
+    // --workspace`, so only the GPU stack and what depends on it is built again (selecting the
+    // two packages with `-p` unified fewer features and rebuilt every dependency, serde and
+    // tokio included: 44 minutes on a slow day). The filter runs only the `wgpu` tests.
     step(
         "wgpu tests: the policy vs flex, `rstar train --backend wgpu` (lavapipe)",
         cargo()
             .args([
                 "test",
-                "-p",
-                "rstar-policy",
-                "-p",
-                "rstar-cli",
+                "--workspace",
                 "--features",
                 "rstar-policy/wgpu,rstar-cli/wgpu",
                 "--lib",
