@@ -202,8 +202,10 @@ pub fn step_with(
     let o = inputs.options;
     let step_seed = step_seed(inputs.seed, inputs.step);
     let prompts = sample_prompts(inputs.pool, o.prompts_per_step, step_seed);
+    // The sampling policy: rolls out, and (with several mini-batches) gives the old log-probs.
+    let policy = model.valid();
     let out = step_rollouts(
-        &model.valid(),
+        &policy,
         tokenizer,
         &prompts,
         inputs,
@@ -221,7 +223,14 @@ pub fn step_with(
         kept.iter().map(|&i| trajectories[i].clone()).collect();
 
     let started = Instant::now();
-    let (model, u) = update(model, optimizer, &kept_trajectories, o, inputs.step)?;
+    let (model, u) = update(
+        model,
+        &policy,
+        optimizer,
+        &kept_trajectories,
+        o,
+        inputs.step,
+    )?;
     let time_update = started.elapsed().as_secs_f64();
     let record = StepRecord {
         step: inputs.step,
@@ -333,9 +342,11 @@ struct UpdateMetrics {
 }
 
 /// The GRPO update on the kept trajectories: group advantages, then one optimizer step per
-/// mini-batch, each accumulated over length-sorted micro-batches.
+/// mini-batch, each accumulated over length-sorted micro-batches. `policy` is `model.valid()`,
+/// the policy that sampled `kept`.
 fn update(
     mut model: Qwen,
+    policy: &Qwen,
     optimizer: &mut ModuleOptimizer,
     kept: &[Trajectory],
     o: &RlOptions,
@@ -358,7 +369,6 @@ fn update(
             (ids, w)
         })
         .collect();
-    let policy = model.valid();
     let inner = policy.device();
     let n = rows.len();
     let per = n.div_ceil(o.mini_batches.min(n));
@@ -385,7 +395,7 @@ fn update(
                     .iter()
                     .map(|part| {
                         let (tokens, _, _) = pack(&packed(part, &rows), &inner);
-                        sequence_logprobs(&policy, tokens).0.into_data()
+                        sequence_logprobs(policy, tokens).0.into_data()
                     })
                     .collect()
             })
