@@ -22,6 +22,7 @@ mod info;
 mod report;
 mod roc;
 mod serve;
+mod sft;
 mod show;
 mod simulate;
 mod tasks;
@@ -68,6 +69,8 @@ pub enum Command {
     Eval(eval::Args),
     /// Write problems of the embedded task set (train, held-out or held-out-kinds split) as dataset JSONL.
     Tasks(tasks::Args),
+    /// Fine-tune a model directory on conversation datasets (the paper's non-reasoning SFT): `<out>/model`.
+    Sft(sft::Args),
     /// Train the embedded default: SFT, then staged GRPO-RoC, with held-out evaluations (`runs/<name>/`).
     Train(train::Args),
     /// Write a run's self-contained HTML report (config, evaluations, plots, trajectories; two runs: compared).
@@ -89,6 +92,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Show(args) => show::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Sft(args) => sft::run(args),
         Command::Train(args) => train::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Tasks(args) => tasks::run(args),

@@ -58,6 +58,11 @@ pub struct Args {
     /// SFT steps (overrides the preset).
     #[arg(long)]
     pub sft_steps: Option<usize>,
+    /// Threads an SFT step's batch is split over (`sft.threads`; each shard's forward and
+    /// backward pass on its own core; 1 keeps the whole batch on one thread) [default: the
+    /// preset's, 1].
+    #[arg(long, value_name = "N")]
+    pub sft_threads: Option<usize>,
     /// Start from a model directory (an HF checkpoint with its tokenizer, or ours, e.g.
     /// runs/tiny/checkpoints/sft) instead of a random character model.
     #[arg(long, visible_alias = "init", value_name = "DIR")]
@@ -235,6 +240,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--roc", args.roc.is_some()),
         ("--no-roc", args.no_roc),
         ("--sft-steps", args.sft_steps.is_some()),
+        ("--sft-threads", args.sft_threads.is_some()),
         ("--model", args.model.is_some()),
         ("--data", args.data.is_some()),
         ("--rl-lr", args.rl_lr.is_some()),
@@ -312,6 +318,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(steps) = args.sft_steps {
             config.sft.steps = steps;
+        }
+        if let Some(threads) = args.sft_threads {
+            config.sft.threads = threads;
         }
         if let Some(dir) = &args.model {
             config.init = Some(dir.clone());

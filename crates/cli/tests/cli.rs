@@ -21,6 +21,7 @@ mod cli {
     mod resume;
     mod roc;
     mod serve;
+    mod sft;
     mod show;
     mod simulate;
     mod tasks;

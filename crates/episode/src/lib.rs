@@ -26,6 +26,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod chat;
 pub mod episode;
 pub mod error;
 pub mod prompt;

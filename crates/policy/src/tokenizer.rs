@@ -82,8 +82,14 @@ impl CharTokenizer {
 
     /// Encodes text, matching the longest special string first.
     pub fn encode(&self, text: &str) -> Vec<u32> {
+        self.encode_with_offsets(text).0
+    }
+
+    /// [`CharTokenizer::encode`] with each token's byte range in `text`.
+    pub fn encode_with_offsets(&self, text: &str) -> (Vec<u32>, Vec<Span>) {
         let bytes = text.as_bytes();
         let mut ids = Vec::with_capacity(bytes.len());
+        let mut offsets = Vec::with_capacity(bytes.len());
         let mut i = 0;
         while i < bytes.len() {
             let rest = &bytes[i..];
@@ -93,18 +99,20 @@ impl CharTokenizer {
                 .enumerate()
                 .filter(|(_, s)| rest.starts_with(s.as_bytes()))
                 .max_by_key(|(_, s)| s.len());
-            match special {
+            let len = match special {
                 Some((id, s)) => {
                     ids.push(id as u32);
-                    i += s.len();
+                    s.len()
                 }
                 None => {
                     ids.push(self.byte_offset() + u32::from(bytes[i]));
-                    i += 1;
+                    1
                 }
-            }
+            };
+            offsets.push((i, i + len));
+            i += len;
         }
-        ids
+        (ids, offsets)
     }
 
     /// Decodes ids; invalid UTF-8 (a cut multi-byte character) becomes U+FFFD.
@@ -136,6 +144,9 @@ impl CharTokenizer {
         }
     }
 }
+
+/// A token's byte range in the text it was encoded from: `(start, end)`.
+pub type Span = (usize, usize);
 
 /// A tokenizer: HF `tokenizer.json` or the built-in [`CharTokenizer`].
 #[derive(Debug, Clone)]
@@ -204,6 +215,21 @@ impl Tokenizer {
             Tokenizer::Hf(tok) => tok
                 .encode(text, false)
                 .map(|e| e.get_ids().to_vec())
+                .map_err(|e| Error::Tokenizer(e.to_string())),
+        }
+    }
+
+    /// Encodes text as [`Tokenizer::encode`] does, with each token's byte range in `text`
+    /// (for loss masks over spans of a rendered conversation).
+    ///
+    /// # Errors
+    /// The HF tokenizer's errors.
+    pub fn encode_with_offsets(&self, text: &str) -> Result<(Vec<u32>, Vec<Span>)> {
+        match self {
+            Tokenizer::Char(tok) => Ok(tok.encode_with_offsets(text)),
+            Tokenizer::Hf(tok) => tok
+                .encode(text, false)
+                .map(|e| (e.get_ids().to_vec(), e.get_offsets().to_vec()))
                 .map_err(|e| Error::Tokenizer(e.to_string())),
         }
     }

@@ -40,6 +40,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod chat_sft;
 pub mod engine;
 pub mod error;
 pub mod eval;

@@ -41,9 +41,11 @@ use std::path::{Path, PathBuf};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 #[cfg(feature = "parquet")]
 use parquet::record::Field;
-use serde_json::Value;
 #[cfg(feature = "parquet")]
-use serde_json::{Map, Number};
+use rstar_episode::chat::Json;
+#[cfg(feature = "parquet")]
+use serde_json::Number;
+use serde_json::Value;
 
 use crate::Error;
 use rstar_episode::Prompt;
@@ -466,44 +468,46 @@ fn read_parquet(path: &Path, reader: &mut Reader<'_>) -> Result<(), Error> {
         }
         let at = At::Row(i);
         let row = row.map_err(|e| at.error(path, format!("parquet: {e}")))?;
-        let record = Value::Object(
+        let record = Value::from(Json::Object(
             row.get_column_iter()
                 .map(|(name, field)| (name.clone(), json(field)))
                 .collect(),
-        );
+        ));
         reader.push(at, &record)?;
     }
     Ok(())
 }
 
-/// A parquet value as JSON, so that both formats share one field reader.
+/// A parquet value as JSON (objects in schema order), so that both formats share one field
+/// reader, and conversation files keep the order of their tool schemas' keys.
 #[cfg(feature = "parquet")]
-fn json(field: &Field) -> Value {
+pub(crate) fn json(field: &Field) -> Json {
+    let number = |n: Option<Number>| n.map_or(Json::Null, Json::Number);
     match field {
-        Field::Null => Value::Null,
-        Field::Bool(b) => Value::Bool(*b),
-        Field::Byte(v) => Value::from(*v),
-        Field::Short(v) => Value::from(*v),
-        Field::Int(v) => Value::from(*v),
-        Field::Long(v) => Value::from(*v),
-        Field::UByte(v) => Value::from(*v),
-        Field::UShort(v) => Value::from(*v),
-        Field::UInt(v) => Value::from(*v),
-        Field::ULong(v) => Value::from(*v),
-        Field::Float(v) => Number::from_f64(f64::from(*v)).map_or(Value::Null, Value::Number),
-        Field::Double(v) => Number::from_f64(*v).map_or(Value::Null, Value::Number),
-        Field::Str(s) => Value::String(s.clone()),
+        Field::Null => Json::Null,
+        Field::Bool(b) => Json::Bool(*b),
+        Field::Byte(v) => Json::Number((*v).into()),
+        Field::Short(v) => Json::Number((*v).into()),
+        Field::Int(v) => Json::Number((*v).into()),
+        Field::Long(v) => Json::Number((*v).into()),
+        Field::UByte(v) => Json::Number((*v).into()),
+        Field::UShort(v) => Json::Number((*v).into()),
+        Field::UInt(v) => Json::Number((*v).into()),
+        Field::ULong(v) => Json::Number((*v).into()),
+        Field::Float(v) => number(Number::from_f64(f64::from(*v))),
+        Field::Double(v) => number(Number::from_f64(*v)),
+        Field::Str(s) => Json::String(s.clone()),
         Field::Bytes(b) => match std::str::from_utf8(b.data()) {
-            Ok(s) => Value::String(s.to_string()),
-            Err(_) => Value::Array(b.data().iter().map(|&x| Value::from(x)).collect()),
+            Ok(s) => Json::String(s.to_string()),
+            Err(_) => Json::Array(b.data().iter().map(|&x| Json::Number(x.into())).collect()),
         },
-        Field::Group(row) => Value::Object(
+        Field::Group(row) => Json::Object(
             row.get_column_iter()
                 .map(|(name, f)| (name.clone(), json(f)))
                 .collect(),
         ),
-        Field::ListInternal(list) => Value::Array(list.elements().iter().map(json).collect()),
-        Field::MapInternal(map) => Value::Object(
+        Field::ListInternal(list) => Json::Array(list.elements().iter().map(json).collect()),
+        Field::MapInternal(map) => Json::Object(
             map.entries()
                 .iter()
                 .map(|(k, v)| {
@@ -513,11 +517,11 @@ fn json(field: &Field) -> Value {
                     };
                     (key, json(v))
                 })
-                .collect::<Map<String, Value>>(),
+                .collect(),
         ),
         // Half floats, decimals, dates and times never hold a problem, an answer or an id;
         // their display form keeps error messages readable.
-        other => Value::String(other.to_string()),
+        other => Json::String(other.to_string()),
     }
 }
 

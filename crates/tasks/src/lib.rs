@@ -22,6 +22,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod conversations;
 pub mod dataset;
 pub mod error;
 pub mod tasks;

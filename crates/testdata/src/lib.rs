@@ -21,6 +21,8 @@
 
 use std::path::{Path, PathBuf};
 
+use serde_json::{Value, json};
+
 /// The environment variable that overrides where the shared folder is.
 pub const SHARED_ENV: &str = "RSTAR_SHARED";
 
@@ -128,6 +130,122 @@ pub fn http(
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
     (status, body)
+}
+
+// --- A tiny HF model directory for end-to-end tests -------------------------------------------
+
+/// GPT-2's byte-to-character table of byte-level BPE: printable Latin-1 bytes stand for
+/// themselves, the others (controls, space, ...) for the characters from U+0100 on, in byte
+/// order.
+fn byte_chars() -> Vec<char> {
+    let printable = |b: u32| {
+        (0x21..=0x7e).contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b)
+    };
+    let mut next = 256;
+    (0u32..256)
+        .map(|b| {
+            if printable(b) {
+                char::from_u32(b).expect("a Latin-1 code point")
+            } else {
+                next += 1;
+                char::from_u32(next - 1).expect("a code point below U+0144")
+            }
+        })
+        .collect()
+}
+
+/// The added tokens of [`byte_level_tokenizer_json`], from id 256 on: Qwen3's chat and
+/// tool-call markup (the first three are special, the tags are not, as in Qwen3's tokenizer).
+pub const ADDED: [(&str, bool); 9] = [
+    ("<|endoftext|>", true),
+    ("<|im_start|>", true),
+    ("<|im_end|>", true),
+    ("<tool_call>", false),
+    ("</tool_call>", false),
+    ("<tool_response>", false),
+    ("</tool_response>", false),
+    ("<think>", false),
+    ("</think>", false),
+];
+
+/// An HF byte-level BPE `tokenizer.json` without merges: one token per byte (ids 0..256 in
+/// byte order) plus [`ADDED`] (ids 256..265), so that it fits the fixture's 512-token vocab.
+fn byte_level_tokenizer() -> Value {
+    let vocab: serde_json::Map<String, Value> = byte_chars()
+        .into_iter()
+        .enumerate()
+        .map(|(id, c)| (c.to_string(), json!(id)))
+        .collect();
+    let added: Vec<Value> = ADDED
+        .iter()
+        .enumerate()
+        .map(|(i, (content, special))| {
+            json!({
+                "id": 256 + i, "content": content, "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": false, "special": special
+            })
+        })
+        .collect();
+    let byte_level = json!({
+        "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": true
+    });
+    json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": byte_level,
+        "post_processor": null,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+            "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+            "ignore_merges": false, "vocab": vocab, "merges": []
+        }
+    })
+}
+
+/// [`byte_level_tokenizer`] as the text of a `tokenizer.json`.
+pub fn byte_level_tokenizer_json() -> String {
+    serde_json::to_string(&byte_level_tokenizer()).expect("the tokenizer serialises")
+}
+
+/// Writes `dir/model`, an HF Qwen3 directory that fits a test: the `qwen3_tiny` fixture's
+/// weights, its config with `max_position_embeddings` set to `max_pos`, the byte-level
+/// tokenizer ([`byte_level_tokenizer_json`], which fits the fixture's 512-token vocabulary) and
+/// the real Qwen3 `tokenizer_config.json` (its chat template). Returns the directory.
+///
+/// # Panics
+/// When the fixtures are missing or the directory cannot be written.
+pub fn tiny_qwen3_dir(dir: &Path, max_pos: usize) -> PathBuf {
+    let weights = fixture("qwen/qwen3_tiny");
+    let model = dir.join("model");
+    std::fs::create_dir_all(&model).expect("the model directory is writable");
+    std::fs::copy(
+        weights.join("model.safetensors"),
+        model.join("model.safetensors"),
+    )
+    .expect("the fixture's weights copy");
+    let mut config: Value = serde_json::from_str(
+        &std::fs::read_to_string(weights.join("config.json")).expect("the fixture's config reads"),
+    )
+    .expect("the fixture's config is JSON");
+    assert_eq!(config["vocab_size"], 512, "the fixture changed");
+    config["max_position_embeddings"] = json!(max_pos);
+    std::fs::write(
+        model.join("config.json"),
+        serde_json::to_string_pretty(&config).expect("the config serialises"),
+    )
+    .expect("the config writes");
+    std::fs::write(model.join("tokenizer.json"), byte_level_tokenizer_json())
+        .expect("the tokenizer writes");
+    std::fs::copy(
+        fixture("qwen/tokenizer_qwen3/tokenizer_config.json"),
+        model.join("tokenizer_config.json"),
+    )
+    .expect("Qwen3's tokenizer_config.json copies");
+    model
 }
 
 #[cfg(test)]

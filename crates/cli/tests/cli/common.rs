@@ -70,3 +70,72 @@ pub fn rstar(args: &[&str]) -> (i32, String, String) {
     let r = run(args, None, &[]);
     (r.code, r.out(), r.stderr)
 }
+
+/// A server started by `rstar … serve --port 0`, once it said where it listens.
+pub struct Listening {
+    /// The process.
+    pub child: std::process::Child,
+    /// `host:port` from its `listening on http://…` line.
+    pub addr: String,
+    /// That line.
+    pub line: String,
+    /// The rest of its standard error.
+    pub stderr: std::io::BufReader<std::process::ChildStderr>,
+}
+
+impl Listening {
+    /// Spawns `cmd` with standard error piped and reads it up to the line that says where the
+    /// server listens (panics when the process exits before that).
+    #[allow(clippy::zombie_processes)] // reason: `stop` waits for the child, `Drop` kills and waits otherwise
+    pub fn start(cmd: &mut Command) -> Listening {
+        use std::io::BufRead;
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the server starts");
+        let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr is piped"));
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+                let status = child.wait();
+                panic!("the server exited before listening: {status:?}");
+            }
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap_or("").to_string();
+                return Listening {
+                    child,
+                    addr,
+                    line,
+                    stderr,
+                };
+            }
+        }
+    }
+
+    /// Sends `signal` (`INT`, `TERM`), waits for the exit and returns whether it succeeded and
+    /// the rest of standard error.
+    pub fn stop(mut self, signal: &str) -> (bool, String) {
+        use std::io::Read;
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+        let mut rest = String::new();
+        self.stderr.read_to_string(&mut rest).expect("stderr reads");
+        let exit = self.child.wait().expect("the server exits");
+        (exit.success(), rest)
+    }
+}
+
+impl Drop for Listening {
+    /// A test that failed before `stop` leaves no server behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,43 +1,29 @@
 //! End-to-end tests of `rstar tools serve`: it serves the code-judge and
 //! SandboxFusion routes with a token, and stops cleanly on SIGTERM.
 
-use std::io::{BufRead, BufReader, Read};
-
 use rstar_testdata::http;
-use std::process::{Command, Stdio};
+
+use super::common::Listening;
 
 #[test]
 fn serve_answers_both_protocols_and_stops_on_sigterm() {
-    let mut child = super::common::command()
-        .args([
-            "tools",
-            "serve",
-            "--port",
-            "0",
-            "--workers",
-            "1",
-            "--preload=",
-            "--token",
-            "t0k",
-            "--python",
-        ])
-        .arg(rstar_testdata::python())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let url = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "the server exited before listening"
-        );
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
+    let server = Listening::start(
+        super::common::command()
+            .args([
+                "tools",
+                "serve",
+                "--port",
+                "0",
+                "--workers",
+                "1",
+                "--preload=",
+                "--token",
+                "t0k",
+                "--python",
+            ])
+            .arg(rstar_testdata::python()),
+    );
+    let url = server.addr.clone();
     let run = r#"{"sub_id":"cli","type":"python","solution":"print(6 * 7)"}"#;
     let (status, body) = http(&url, "POST", "/run", run, Some("t0k"));
     assert_eq!(status, 200, "{body}");
@@ -63,17 +49,8 @@ fn serve_answers_both_protocols_and_stops_on_sigterm() {
     assert!(body.contains(r#""status":"Success""#), "{body}");
     let (status, body) = http(&url, "POST", "/run", "{oops", Some("t0k"));
     assert_eq!(status, 400, "{body}");
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let exit = child.wait().unwrap();
-    let mut rest = String::new();
-    stderr.read_to_string(&mut rest).unwrap();
-    assert!(exit.success(), "{exit:?}: {rest}");
+    let (ok, rest) = server.stop("TERM");
+    assert!(ok, "{rest}");
     assert!(rest.contains("stopped"), "{rest}");
 }
 

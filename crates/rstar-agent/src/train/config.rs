@@ -1,6 +1,7 @@
 //! The trainer's configuration: one serde struct with named presets (`smoke`, `tiny`,
 //! `rstar2-agent`), saved resolved as `runs/<name>/config.json`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use rstar_curriculum::{CurriculumConfig, Stage};
@@ -10,7 +11,7 @@ use rstar_scheduler::DispatchPolicy;
 use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
-use crate::tasks::TaskConfig;
+use crate::tasks::{TaskConfig, TaskKind};
 
 /// The learning-rate shape after warm-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -316,6 +317,11 @@ pub struct SftOptions {
     pub corpus_size: usize,
     /// Share of demonstrations whose first call fails and is fixed.
     pub failing_fraction: f64,
+    /// Per kind, the share of demonstrations that solve the problem with a plausible but
+    /// wrong program (`tasks::Task::wrong_code`) and box what it prints; absent kinds (and
+    /// configs without the field) are always solved correctly.
+    #[serde(default)]
+    pub wrong_programs: BTreeMap<TaskKind, f64>,
     /// Peak learning rate (AdamW).
     pub lr: f64,
     /// Linear warm-up steps.
@@ -330,6 +336,16 @@ pub struct SftOptions {
     pub grad_clip: Option<f32>,
     /// Print a progress line every this many steps (0: never).
     pub log_every: usize,
+    /// Threads a step's batch is split over, each running the forward and backward pass of
+    /// its shard on its own autodiff graph (`optim::sharded_grads`); 1 runs the whole batch
+    /// on the calling thread. Results depend on it (the gradients are summed in another
+    /// order), so it is part of the config; absent in older configs: 1.
+    #[serde(default = "one_thread")]
+    pub threads: usize,
+}
+
+fn one_thread() -> usize {
+    1
 }
 
 /// GRPO-RoC.
@@ -404,6 +420,10 @@ pub struct EvalOptions {
     /// Sampling temperature of avg@k (1 when absent from a config file).
     #[serde(default = "default_eval_temperature")]
     pub temperature: f64,
+    /// More temperatures at which avg@k is also measured (the table shows each, and the best
+    /// of greedy and all temperatures); empty when absent from a config file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_temperatures: Vec<f64>,
     /// Sequences per generation call (`0`: all at once).
     pub max_batch: usize,
     /// Response budget of each evaluation episode in tokens, assistant and tool tokens
@@ -537,6 +557,7 @@ impl TrainConfig {
                 problems: 500,
                 samples: 0,
                 temperature: 1.0,
+                more_temperatures: Vec::new(),
                 max_batch: 64,
                 max_response_tokens: None,
             },
@@ -560,6 +581,12 @@ impl TrainConfig {
                 batch_size: 32,
                 corpus_size: 4000,
                 failing_fraction: 1.0 / 3.0,
+                wrong_programs: BTreeMap::from([
+                    (TaskKind::Product, 0.15),
+                    (TaskKind::ModPow, 0.3),
+                    (TaskKind::DivisorCount, 0.6),
+                    (TaskKind::RangeSum, 0.65),
+                ]),
                 lr: 1e-3,
                 warmup_steps: 40,
                 schedule: LrSchedule::Cosine,
@@ -567,6 +594,7 @@ impl TrainConfig {
                 weight_decay: 0.01,
                 grad_clip: Some(1.0),
                 log_every: 25,
+                threads: 1,
             },
             rl: RlOptions {
                 roc: RocOptions::paper(),
@@ -594,6 +622,7 @@ impl TrainConfig {
                 problems: 100,
                 samples: 4,
                 temperature: 1.0,
+                more_temperatures: vec![0.6],
                 max_batch: 0,
                 max_response_tokens: None,
             },
@@ -618,6 +647,7 @@ impl TrainConfig {
                 corpus_size: 60,
                 warmup_steps: 5,
                 log_every: 10,
+                threads: 1,
                 ..tiny.sft
             },
             rl: RlOptions {
@@ -642,6 +672,7 @@ impl TrainConfig {
                 problems: 4,
                 samples: 0,
                 temperature: 1.0,
+                more_temperatures: Vec::new(),
                 max_batch: 0,
                 max_response_tokens: None,
             },
@@ -663,6 +694,7 @@ impl TrainConfig {
         };
         let positive = [
             ("sft.batch_size", self.sft.batch_size),
+            ("sft.threads", self.sft.threads),
             ("sft.corpus_size", self.sft.corpus_size),
             ("rl.group_size", self.rl.group_size),
             ("rl.prompts_per_step", self.rl.prompts_per_step),
@@ -710,6 +742,14 @@ impl TrainConfig {
                 return bad(field, format!("is {v}, expected a number in [0, 1]"));
             }
         }
+        for (kind, share) in &self.sft.wrong_programs {
+            if !(0.0..=1.0).contains(share) {
+                return bad(
+                    &format!("sft.wrong_programs.{}", kind.as_str()),
+                    format!("is {share}, expected a number in [0, 1]"),
+                );
+            }
+        }
         for (field, clip) in [
             ("sft.grad_clip", self.sft.grad_clip),
             ("rl.grad_clip", self.rl.grad_clip),
@@ -724,6 +764,17 @@ impl TrainConfig {
             return bad(
                 "eval.max_response_tokens",
                 "is 0, expected at least 1 (or leave it out for the template's budget)".into(),
+            );
+        }
+        if let Some(t) = self
+            .eval
+            .more_temperatures
+            .iter()
+            .find(|t| !(t.is_finite() && **t > 0.0))
+        {
+            return bad(
+                "eval.more_temperatures",
+                format!("has {t}, expected positive numbers"),
             );
         }
         if self.preset == "rstar2-agent" {

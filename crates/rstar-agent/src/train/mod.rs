@@ -73,6 +73,50 @@ pub struct EvalRow {
     /// pass@k of the sampled evaluation for `k` = 1, 2, 4, … and `eval.samples`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pass_at_k: Vec<PassAtK>,
+    /// avg@k at each of `eval.more_temperatures`, when `eval.samples > 0`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<SampledAt>,
+}
+
+/// avg@k at one temperature.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SampledAt {
+    /// The sampling temperature.
+    pub temperature: f64,
+    /// The `eval.samples` samples of every problem.
+    pub stats: TrajectoryStats,
+}
+
+impl EvalRow {
+    /// Accuracy under greedy decoding and at every sampled temperature, in that order:
+    /// `(None, greedy)`, then `(Some(T), avg@k)`.
+    pub fn decodings(&self, eval_temperature: f64) -> Vec<(Option<f64>, f64)> {
+        let mut out = vec![(None, self.greedy.accuracy)];
+        out.extend(
+            self.sampled
+                .map(|s| (Some(eval_temperature), self.avg_at_k.unwrap_or(s.accuracy))),
+        );
+        out.extend(
+            self.more
+                .iter()
+                .map(|m| (Some(m.temperature), m.stats.accuracy)),
+        );
+        out
+    }
+
+    /// The best of [`EvalRow::decodings`] (the first on ties): the decoding and its accuracy.
+    pub fn best(&self, eval_temperature: f64) -> (Option<f64>, f64) {
+        self.decodings(eval_temperature)
+            .into_iter()
+            .fold((None, f64::NEG_INFINITY), |best, d| {
+                if d.1 > best.1 { d } else { best }
+            })
+    }
+}
+
+/// `greedy` or `T = 0.6`.
+fn decoding_name(temperature: Option<f64>) -> String {
+    temperature.map_or_else(|| "greedy".to_string(), |t| format!("T = {t}"))
 }
 
 /// What [`evaluate`] measured.
@@ -84,6 +128,8 @@ pub struct Evaluation {
     pub sampled: Option<TrajectoryStats>,
     /// avg@k and pass@k of those samples, as `rstar eval` computes them.
     pub sampled_summary: Option<EvalSummary>,
+    /// avg@k at each of `eval.more_temperatures`, when `eval.samples > 0`.
+    pub more: Vec<SampledAt>,
     /// The greedy trajectories.
     pub trajectories: Vec<Trajectory>,
 }
@@ -127,7 +173,7 @@ pub fn evaluate_with(
     executor: &mut dyn ToolExecutor,
 ) -> Result<Evaluation, AgentError> {
     let base = rl::base_limits(template);
-    let mut config = RolloutConfig {
+    let config = RolloutConfig {
         template,
         limits: Limits {
             max_response_tokens: options
@@ -142,30 +188,42 @@ pub fn evaluate_with(
         per_rollout_seeds: false,
     };
     let greedy = rollout(model, tokenizer, prompts, 1, &config, executor)?;
-    let (sampled, sampled_summary) = if options.samples > 0 {
-        config.sampling = Sampling::Temperature {
-            temperature: options.temperature as f32,
+    let mut sampled = None;
+    let mut sampled_summary = None;
+    let mut more = Vec::new();
+    if options.samples > 0 {
+        let sample = |temperature: f64, executor: &mut dyn ToolExecutor| {
+            let config = RolloutConfig {
+                sampling: Sampling::Temperature {
+                    temperature: temperature as f32,
+                },
+                ..config.clone()
+            };
+            rollout(
+                model,
+                tokenizer,
+                prompts,
+                options.samples,
+                &config,
+                executor,
+            )
         };
-        let out = rollout(
-            model,
-            tokenizer,
-            prompts,
-            options.samples,
-            &config,
-            executor,
-        )?;
-        let report = EvalReport::from_trajectories(&out.trajectories)?;
-        (
-            Some(TrajectoryStats::of(&out.trajectories)),
-            Some(report.summary),
-        )
-    } else {
-        (None, None)
-    };
+        let out = sample(options.temperature, executor)?;
+        sampled_summary = Some(EvalReport::from_trajectories(&out.trajectories)?.summary);
+        sampled = Some(TrajectoryStats::of(&out.trajectories));
+        for &temperature in &options.more_temperatures {
+            let out = sample(temperature, executor)?;
+            more.push(SampledAt {
+                temperature,
+                stats: TrajectoryStats::of(&out.trajectories),
+            });
+        }
+    }
     Ok(Evaluation {
         greedy: TrajectoryStats::of(&greedy.trajectories),
         sampled,
         sampled_summary,
+        more,
         trajectories: greedy.trajectories,
     })
 }
@@ -204,40 +262,77 @@ fn one() -> f64 {
 }
 
 impl TrainReport {
-    /// The final table, one row after SFT and after each stage. The headline is the held-out
-    /// avg@k at `eval.temperature` (the paper's metric; greedy decoding of the embedded default
-    /// saturates after SFT), then greedy accuracy; the tool columns (calls per trace, tool
-    /// error rate, the same in successful traces, truncation) are of the sampled evaluation,
-    /// or of the greedy one when `eval.samples` is 0.
+    /// The final table, one row after SFT and after each stage: held-out accuracy under
+    /// greedy decoding and avg@k at every evaluated temperature (`eval.more_temperatures`,
+    /// then `eval.temperature`, the rollouts'), the best of these, then the tool columns
+    /// (calls per trace, tool error rate, the same in successful traces, truncation) of the
+    /// avg@k at `eval.temperature`, or of the greedy evaluation when `eval.samples` is 0.
+    /// A last line states the SFT policy's best decoding next to the final policy's and the
+    /// gain between them, the headline: RL must beat SFT at its best, not at one temperature.
     pub fn table(&self) -> String {
         let k = self
             .evals
             .iter()
             .find_map(|e| e.sampled.map(|s| s.count / e.greedy.count.max(1)))
             .map_or_else(|| "k".to_string(), |k| k.to_string());
-        let mut s = format!(
-            "| phase | RL steps | held-out avg@{k} (T = {}) | greedy | tool calls | tool error rate | in successes | truncated |\n|---|---|---|---|---|---|---|---|\n",
-            self.eval_temperature
-        );
+        // The extra temperatures ascending, then the rollouts'.
+        let mut temps: Vec<f64> = Vec::new();
+        for m in self.evals.iter().flat_map(|e| &e.more) {
+            if !temps.contains(&m.temperature) && m.temperature != self.eval_temperature {
+                temps.push(m.temperature);
+            }
+        }
+        temps.sort_by(f64::total_cmp);
+        temps.push(self.eval_temperature);
+        let mut s = String::from("| phase | RL steps | greedy |");
+        for t in &temps {
+            s.push_str(&format!(" avg@{k} (T = {t}) |"));
+        }
+        s.push_str(" best | tool calls | tool error rate | in successes | truncated |\n|");
+        s.push_str(&"---|".repeat(temps.len() + 8));
+        s.push('\n');
+        let pct = |x: f64| format!("{:.1}%", 100.0 * x);
         for e in &self.evals {
-            let g = &e.greedy;
-            let (avg, t) = match &e.sampled {
-                Some(s) => (
-                    format!("{:.1}%", 100.0 * e.avg_at_k.unwrap_or(s.accuracy)),
-                    s,
-                ),
-                None => ("-".to_string(), g),
-            };
+            let t = e.sampled.as_ref().unwrap_or(&e.greedy);
             s.push_str(&format!(
-                "| {} | {} | {} | {:.1}% | {:.2} | {:.1}% | {:.1}% | {:.1}% |\n",
+                "| {} | {} | {} |",
                 e.phase,
                 e.rl_steps,
-                avg,
-                100.0 * g.accuracy,
+                pct(e.greedy.accuracy)
+            ));
+            for &temp in &temps {
+                let at = e
+                    .decodings(self.eval_temperature)
+                    .into_iter()
+                    .find(|d| d.0 == Some(temp))
+                    .map(|d| d.1);
+                s.push_str(&format!(" {} |", at.map_or_else(|| "-".to_string(), pct)));
+            }
+            let (best_at, best) = e.best(self.eval_temperature);
+            s.push_str(&format!(
+                " {} ({}) | {:.2} | {} | {} | {} |\n",
+                pct(best),
+                decoding_name(best_at),
                 t.tool_calls,
-                100.0 * t.tool_error_rate,
-                100.0 * t.tool_error_rate_success,
-                100.0 * t.truncation_rate
+                pct(t.tool_error_rate),
+                pct(t.tool_error_rate_success),
+                pct(t.truncation_rate)
+            ));
+        }
+        if let (Some(first), Some(last)) = (self.evals.first(), self.evals.last())
+            && self.evals.len() > 1
+        {
+            let (a_at, a) = first.best(self.eval_temperature);
+            let (b_at, b) = last.best(self.eval_temperature);
+            s.push_str(&format!(
+                "\nbest decoding: {} {} ({}), {} {} ({}): {:+.1} points\n",
+                first.phase,
+                pct(a),
+                decoding_name(a_at),
+                last.phase,
+                pct(b),
+                decoding_name(b_at),
+                100.0 * (b - a)
             ));
         }
         s
@@ -598,17 +693,28 @@ mod tests {
         }
     }
 
-    fn report(sampled: Option<TrajectoryStats>) -> TrainReport {
+    fn row(phase: &str, greedy: f64, sampled: Option<f64>, at_06: Option<f64>) -> EvalRow {
+        EvalRow {
+            phase: phase.into(),
+            rl_steps: 0,
+            greedy: stats(100, greedy, 0.0, 0.0),
+            sampled: sampled.map(|a| stats(400, a, 0.222, 0.089)),
+            avg_at_k: sampled,
+            pass_at_k: Vec::new(),
+            more: at_06
+                .map(|a| SampledAt {
+                    temperature: 0.6,
+                    stats: stats(400, a, 0.1, 0.0),
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    fn report(evals: Vec<EvalRow>) -> TrainReport {
         TrainReport {
             out: PathBuf::from("runs/x"),
-            evals: vec![EvalRow {
-                phase: "sft".into(),
-                rl_steps: 0,
-                greedy: stats(100, 0.99, 0.0, 0.0),
-                sampled,
-                avg_at_k: sampled.map(|s| s.accuracy),
-                pass_at_k: Vec::new(),
-            }],
+            evals,
             rl_steps: 0,
             sft_steps_per_sec: 0.0,
             rl_step_secs: 0.0,
@@ -620,27 +726,56 @@ mod tests {
     }
 
     #[test]
-    fn the_table_heads_with_avg_at_k_and_its_tool_errors() {
-        // 400 sampled traces of 100 problems: avg@4; the tool columns are the sampled ones.
-        let table = report(Some(stats(400, 0.51, 0.222, 0.089))).table();
+    fn the_table_shows_every_decoding_and_the_gain_over_the_sft_best() {
+        // 400 sampled traces of 100 problems: avg@4; the tool columns are those at T = 0.8.
+        let mut last = row("stage hard", 0.9, Some(0.85), Some(0.93));
+        last.rl_steps = 32;
+        let table = report(vec![row("sft", 0.51, Some(0.4), Some(0.55)), last]).table();
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(
             lines[0],
-            "| phase | RL steps | held-out avg@4 (T = 0.8) | greedy | tool calls | tool error rate | in successes | truncated |"
+            "| phase | RL steps | greedy | avg@4 (T = 0.6) | avg@4 (T = 0.8) | best | tool calls | tool error rate | in successes | truncated |"
         );
+        assert_eq!(lines[1], "|---|---|---|---|---|---|---|---|---|---|");
         assert_eq!(
             lines[2],
-            "| sft | 0 | 51.0% | 99.0% | 1.50 | 22.2% | 8.9% | 0.0% |"
+            "| sft | 0 | 51.0% | 55.0% | 40.0% | 55.0% (T = 0.6) | 1.50 | 22.2% | 8.9% | 0.0% |"
+        );
+        assert_eq!(
+            lines[3],
+            "| stage hard | 32 | 90.0% | 93.0% | 85.0% | 93.0% (T = 0.6) | 1.50 | 22.2% | 8.9% | 0.0% |"
+        );
+        assert_eq!(
+            lines[5],
+            "best decoding: sft 55.0% (T = 0.6), stage hard 93.0% (T = 0.6): +38.0 points"
+        );
+        // Greedy wins ties and when it is best.
+        let table = report(vec![
+            row("sft", 0.6, Some(0.4), Some(0.6)),
+            row("x", 0.5, Some(0.5), None),
+        ])
+        .table();
+        assert!(
+            table.contains("best decoding: sft 60.0% (greedy), x 50.0% (greedy): -10.0 points"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| x | 0 | 50.0% | - | 50.0% | 50.0% (greedy) |"),
+            "{table}"
         );
     }
 
     #[test]
     fn without_samples_the_table_shows_greedy_tool_errors() {
-        let table = report(None).table();
-        assert!(table.starts_with("| phase | RL steps | held-out avg@k (T = 0.8) |"));
+        let table = report(vec![row("sft", 0.99, None, None)]).table();
         assert!(
-            table.contains("| sft | 0 | - | 99.0% | 1.50 | 0.0% | 0.0% | 0.0% |"),
+            table.starts_with("| phase | RL steps | greedy | avg@k (T = 0.8) | best |"),
             "{table}"
         );
+        assert!(
+            table.contains("| sft | 0 | 99.0% | - | 99.0% (greedy) | 1.50 | 0.0% | 0.0% | 0.0% |"),
+            "{table}"
+        );
+        assert!(!table.contains("best decoding"), "{table}");
     }
 }

@@ -4,7 +4,7 @@
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup, ParamId};
 use burn::optim::lr_scheduler::LrSchedulerConfig;
 use burn::optim::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrSchedulerConfig};
-use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
+use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rstar_policy::Qwen;
 
@@ -125,6 +125,69 @@ pub fn clip_global_norm(model: &Qwen, grads: &mut GradientsParams, max_norm: Opt
         }
     }
     norm
+}
+
+/// The gradients of a loss over a batch split into shards, and the sum of the shards' loss
+/// values. With one shard it runs on the calling thread with `model` itself; with more, each
+/// shard's forward and backward pass runs on its own thread with its own autodiff graph (the
+/// model forked, [`Module::fork`], with the same parameter ids) and the gradients are summed
+/// in shard order, so the result is deterministic for a shard count. `loss_of` must scale each
+/// shard's loss so that the shards add up to the batch's (a sum over tokens divided by the
+/// batch's token count, not the shard's).
+///
+/// This is how SFT uses more than one core: Burn's CPU backend runs one operation at a time
+/// and keeps about one core busy, so two shards on two threads run two graphs at once.
+pub fn sharded_grads<T: Sync>(
+    model: &Qwen,
+    shards: &[&[T]],
+    loss_of: &(dyn Fn(&Qwen, &[T]) -> Tensor<1> + Sync),
+) -> (GradientsParams, f64) {
+    let run = |m: &Qwen, shard: &[T]| {
+        let loss = loss_of(m, shard);
+        let value = f64::from(loss.clone().into_scalar::<f32>());
+        (GradientsParams::from_grads(loss.backward(), m), value)
+    };
+    if let [shard] = shards {
+        return run(model, shard);
+    }
+    let device = model.device();
+    let results: Vec<(GradientsParams, f64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = shards
+            .iter()
+            .map(|&shard| {
+                let forked = model.clone().fork(&device);
+                scope.spawn(move || run(&forked, shard))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a shard's thread does not panic"))
+            .collect()
+    });
+    let mut accumulator = GradientsAccumulator::<Qwen>::new();
+    let mut total = 0.0;
+    for (grads, value) in results {
+        accumulator.accumulate(model, grads);
+        total += value;
+    }
+    (accumulator.grads(), total)
+}
+
+/// `items` cut into `n` contiguous shards of sizes differing by at most one (fewer when there
+/// are fewer items; empty shards are left out).
+pub fn shards<T>(items: &[T], n: usize) -> Vec<&[T]> {
+    let n = n.clamp(1, items.len().max(1));
+    let (base, extra) = (items.len() / n, items.len() % n);
+    let mut out = Vec::with_capacity(n);
+    let mut start = 0;
+    for i in 0..n {
+        let len = base + usize::from(i < extra);
+        if len > 0 {
+            out.push(&items[start..start + len]);
+        }
+        start += len;
+    }
+    out
 }
 
 /// Right-padded token rows as an `[rows, len]` Int tensor and the `[rows, len - 1]` float mask of

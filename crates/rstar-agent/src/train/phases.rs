@@ -27,6 +27,7 @@ use crate::episode::Trajectory;
 use crate::error::AgentError;
 use crate::rollout::{PoolExecutor, Prompt};
 use crate::scheduled::{AsyncTools, PoolTools};
+use crate::tasks::sft::SftConfig;
 use crate::tasks::{Split, TaskSet};
 use crate::template::{Template, TemplateFormat};
 
@@ -286,9 +287,12 @@ impl<'a> Run<'a> {
         let demos = sft::build_demonstrations_with(
             &Template::of(template),
             &sft_tasks,
-            &rl::base_limits(template),
-            config.sft.failing_fraction,
-            seed_of(config.seed, "sft-bugs"),
+            &SftConfig {
+                failing_fraction: config.sft.failing_fraction,
+                seed: seed_of(config.seed, "sft-bugs"),
+                limits: rl::base_limits(template),
+                wrong_programs: config.sft.wrong_programs.clone(),
+            },
             &mut PoolExecutor {
                 pool: &self.pool,
                 timeout: None,
@@ -296,9 +300,10 @@ impl<'a> Run<'a> {
         )?;
         crate::tasks::sft::write_corpus(&self.out.join("sft_corpus.jsonl"), &demos)?;
         self.observer.log(&format!(
-            "sft corpus: {} demonstrations ({} with a failing first call), tool outputs in {:.1}s",
+            "sft corpus: {} demonstrations ({} with a failing first call, {} with a wrong program), tool outputs in {:.1}s",
             demos.len(),
             demos.iter().filter(|d| d.bug.is_some()).count(),
+            demos.iter().filter(|d| d.wrong_program).count(),
             t0.elapsed().as_secs_f64()
         ));
         Ok(sft::tokenize(&demos, &self.tokenizer))
@@ -564,7 +569,19 @@ impl<'a> Run<'a> {
             sampled: evaluation.sampled,
             avg_at_k: summary.map(|s| s.avg_at_k),
             pass_at_k: summary.map(|s| s.pass_at_k.clone()).unwrap_or_default(),
+            more: evaluation.more,
         };
+        let more: String = row
+            .more
+            .iter()
+            .map(|m| {
+                format!(
+                    "avg@k {:.1}% at T = {}, ",
+                    100.0 * m.stats.accuracy,
+                    m.temperature
+                )
+            })
+            .collect();
         let avg = match (evaluation.sampled, summary) {
             (Some(s), Some(summary)) => format!(
                 "avg@{} {:.1}% (tool error rate {:.1}%, {:.1}% in successes), ",
@@ -576,7 +593,7 @@ impl<'a> Run<'a> {
             _ => String::new(),
         };
         self.observer.log(&format!(
-            "eval after {phase}: held-out {avg}greedy accuracy {:.1}%, tool error rate {:.1}% ({:.1}% in successes), {:.1}s",
+            "eval after {phase}: held-out {avg}{more}greedy accuracy {:.1}%, tool error rate {:.1}% ({:.1}% in successes), {:.1}s",
             100.0 * greedy.accuracy,
             100.0 * greedy.tool_error_rate,
             100.0 * greedy.tool_error_rate_success,

@@ -12,7 +12,7 @@ use rstar_policy::{Qwen, Tokenizer, masked_nll, sequence_logprobs};
 use serde::{Deserialize, Serialize};
 
 use super::config::SftOptions;
-use super::optim::{adamw, clip_global_norm, lr_at, pack};
+use super::optim::{adamw, clip_global_norm, lr_at, pack, sharded_grads, shards};
 use crate::episode::Limits;
 use crate::error::AgentError;
 use crate::rollout::{PolicyTokenizer, ToolExecutor};
@@ -47,40 +47,38 @@ pub fn build_demonstrations(
     seed: u64,
     executor: &mut dyn ToolExecutor,
 ) -> Result<Vec<Demonstration>, AgentError> {
-    build_demonstrations_with(
-        &Template::compact(),
-        tasks,
-        limits,
-        failing_fraction,
-        seed,
-        executor,
-    )
+    let mut config = SftConfig::new(limits.clone());
+    config.failing_fraction = failing_fraction;
+    config.seed = seed;
+    build_demonstrations_with(&Template::compact(), tasks, &config, executor)
 }
 
-/// [`build_demonstrations`] in another template (ChatML for HF tokenizers).
+/// [`build_demonstrations`] in another template (ChatML for HF tokenizers) with a whole
+/// [`SftConfig`] (wrong programs included).
 ///
 /// # Errors
 /// [`rstar_tasks::Error::Demonstration`] when a real outcome is not what the demonstration needs.
 pub fn build_demonstrations_with(
     template: &Template,
     tasks: &[Task],
-    limits: &Limits,
-    failing_fraction: f64,
-    seed: u64,
+    config: &SftConfig,
     executor: &mut dyn ToolExecutor,
 ) -> Result<Vec<Demonstration>, AgentError> {
     let template = template.clone();
-    let mut config = SftConfig::new(limits.clone());
-    config.failing_fraction = failing_fraction;
-    config.seed = seed;
-    // Pass 1: which calls will the builder make? Correct programs "print" their answer, any
-    // other program "fails"; these stand-ins only steer the builder and are thrown away.
+    // Pass 1: which calls will the builder make? Correct and wrong programs "print" their
+    // numbers, any other program "fails"; these stand-ins only steer the builder and are
+    // thrown away.
     let answers: HashMap<String, String> = tasks
         .iter()
-        .map(|t| (t.solution_code(), t.answer()))
+        .flat_map(|t| {
+            [
+                (t.solution_code(), t.answer()),
+                (t.wrong_code(), t.wrong_answer()),
+            ]
+        })
         .collect();
     let mut calls: Vec<ToolCall> = Vec::new();
-    build_corpus(tasks, &template, &config, |call: &ToolCall| {
+    build_corpus(tasks, &template, config, |call: &ToolCall| {
         calls.push(call.clone());
         match answers.get(&call.code) {
             Some(a) => ToolOutcome::code_judge(true, "", &format!("{a}\n"), "", 0.0),
@@ -104,7 +102,7 @@ pub fn build_demonstrations_with(
     Ok(build_corpus(
         tasks,
         &template,
-        &config,
+        config,
         |call: &ToolCall| {
             real.get(&(call.code.clone(), call.input.clone()))
                 .cloned()
@@ -214,11 +212,26 @@ pub fn train_from(
             .iter()
             .map(|r| r.weights.iter().skip(1).filter(|&&w| w > 0.0).count())
             .sum();
-        let (tokens, mask, _) = pack(&packed, &device);
-        let (logp, _) = sequence_logprobs(&model, tokens);
-        let loss = masked_nll(logp, mask);
-        let loss_value = loss.clone().into_scalar::<f32>();
-        let mut grads = GradientsParams::from_grads(loss.backward(), &model);
+        let (mut grads, loss_value) = if options.threads <= 1 {
+            let (tokens, mask, _) = pack(&packed, &device);
+            let (logp, _) = sequence_logprobs(&model, tokens);
+            let loss = masked_nll(logp, mask);
+            let loss_value = loss.clone().into_scalar::<f32>();
+            (
+                GradientsParams::from_grads(loss.backward(), &model),
+                loss_value,
+            )
+        } else {
+            // Each shard's summed loss over the batch's token count: they add up to the mean.
+            let denominator = tokens_in_loss.max(1) as f32;
+            let loss_of = |m: &Qwen, shard: &[(&[u32], &[f32])]| {
+                let (tokens, mask, _) = pack(shard, &m.device());
+                let (logp, _) = sequence_logprobs(m, tokens);
+                (logp * mask).sum().neg() / denominator
+            };
+            let (grads, value) = sharded_grads(&model, &shards(&packed, options.threads), &loss_of);
+            (grads, value as f32)
+        };
         let grad_norm = clip_global_norm(&model, &mut grads, options.grad_clip);
         let lr = lr_at(
             step,

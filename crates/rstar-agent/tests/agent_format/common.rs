@@ -62,7 +62,12 @@ pub fn scorer(truth: &str) -> impl FnOnce(&str) -> Score + '_ {
 pub fn fake_executor(tasks: &[Task]) -> impl FnMut(&ToolCall) -> ToolOutcome + use<> {
     let known: HashMap<String, String> = tasks
         .iter()
-        .map(|t| (t.solution_code(), t.answer()))
+        .flat_map(|t| {
+            [
+                (t.solution_code(), t.answer()),
+                (t.wrong_code(), t.wrong_answer()),
+            ]
+        })
         .collect();
     move |call| match known.get(&call.code) {
         Some(answer) => ToolOutcome::code_judge(true, "", &format!("{answer}\n"), "", 0.05),

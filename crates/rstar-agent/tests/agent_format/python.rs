@@ -100,6 +100,45 @@ fn python_agrees_with_every_rust_answer_and_every_bug_fails() {
     }
 }
 
+#[test]
+fn wrong_programs_print_their_rust_numbers_which_are_not_the_answers() {
+    let tasks = tasks_of_every_kind(12);
+    let mut snippets: Vec<String> = tasks.iter().map(Task::wrong_code).collect();
+    for bug in Bug::ALL {
+        snippets.extend(tasks.iter().map(|t| bug.apply_to(t, &t.wrong_code())));
+    }
+    let results = run_all(&snippets);
+    let n = tasks.len();
+    let mut differing = 0;
+    for (t, r) in tasks.iter().zip(&results[..n]) {
+        let printed = r.as_deref().map(str::trim);
+        assert_eq!(printed, Ok(t.wrong_answer().as_str()), "{}", t.key());
+        let printed = printed.unwrap();
+        assert!(
+            !printed.is_empty() && printed.bytes().all(|b| b.is_ascii_digit()),
+            "{printed}"
+        );
+        // Python's own comparison of the two numbers, not the Rust helper's.
+        let same = printed
+            .parse::<u128>()
+            .ok()
+            .zip(t.answer().parse::<u128>().ok());
+        let differs = match same {
+            Some((a, b)) => a != b,
+            None => printed.trim_start_matches('0') != t.answer(),
+        };
+        assert_eq!(differs, t.wrong_program_differs(), "{}", t.key());
+        differing += usize::from(differs);
+    }
+    // Coincidences (a range starting at a multiple, a modulus, a palindrome) are rare.
+    assert!(differing >= n * 9 / 10, "{differing} of {n}");
+    for (i, bug) in Bug::ALL.iter().enumerate() {
+        for (t, r) in tasks.iter().zip(&results[n * (i + 1)..n * (i + 2)]) {
+            assert!(r.is_err(), "{bug:?} {}: {r:?}", t.key());
+        }
+    }
+}
+
 /// A minimal real executor: one Python process per call, its result in code-judge's layout.
 fn python_executor(call: &ToolCall) -> ToolOutcome {
     let start = std::time::Instant::now();
@@ -139,9 +178,20 @@ fn sft_corpus_with_real_tool_outputs() {
         (Template::compact(), Limits::compact()),
         (Template::chatml(), Limits::rstar2_agent()),
     ] {
-        let config = SftConfig::new(limits);
+        let mut config = SftConfig::new(limits);
+        config.wrong_programs = TaskKind::ALL.iter().map(|&k| (k, 0.5)).collect();
         let demos = build_corpus(&tasks, &template, &config, &mut executor).unwrap();
         assert_eq!(demos.iter().filter(|d| d.bug.is_some()).count(), 2);
+        let wrong: Vec<_> = demos.iter().filter(|d| d.wrong_program).collect();
+        assert!(!wrong.is_empty());
+        for (task, d) in tasks.iter().zip(&demos) {
+            assert_eq!(
+                d.answer == task.answer(),
+                !d.wrong_program,
+                "{}",
+                task.key()
+            );
+        }
         for d in demos.iter().filter(|d| d.bug.is_some()) {
             // The error the demonstration reads is Python's own headline.
             let tool = &d.segments[1].text;

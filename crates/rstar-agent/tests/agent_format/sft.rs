@@ -46,6 +46,71 @@ fn a_third_fail_first_and_the_choice_is_seeded() {
 }
 
 #[test]
+fn wrong_program_shares_follow_the_config_per_kind_and_are_seeded() {
+    let tasks = tasks(800);
+    let shares = [
+        (TaskKind::Product, 0.2),
+        (TaskKind::ModPow, 0.35),
+        (TaskKind::DivisorCount, 0.6),
+        (TaskKind::RangeSum, 0.7),
+    ];
+    let config = SftConfig {
+        wrong_programs: shares.into_iter().collect(),
+        ..SftConfig::default()
+    };
+    let demos = build_corpus(&tasks, &Template::compact(), &config, fake_executor(&tasks)).unwrap();
+    for (kind, share) in shares {
+        let of_kind: Vec<(&Task, &Demonstration)> = tasks
+            .iter()
+            .zip(&demos)
+            .filter(|(t, _)| t.kind == kind)
+            .collect();
+        let wrong = of_kind.iter().filter(|(_, d)| d.wrong_program).count();
+        // round(share · n), less any coincidences (a range sum starting at a multiple of k).
+        let want = (share * of_kind.len() as f64).round() as usize;
+        assert!(
+            wrong <= want && wrong as f64 >= 0.9 * want as f64,
+            "{kind:?}: {wrong} of {}",
+            of_kind.len()
+        );
+        for (t, d) in &of_kind {
+            let call = d.assistant_turns()[usize::from(d.bug.is_some())];
+            if d.wrong_program {
+                assert!(call.contains(&t.wrong_code()), "{call}");
+                assert_eq!(d.answer, t.wrong_answer());
+                assert_ne!(d.answer, t.answer());
+            } else {
+                assert!(call.contains(&t.solution_code()), "{call}");
+                assert_eq!(d.answer, t.answer());
+            }
+        }
+    }
+    // The bugs are drawn as without wrong programs; a wrong program's bug is applied to it.
+    let plain = build_corpus(
+        &tasks,
+        &Template::compact(),
+        &SftConfig::default(),
+        fake_executor(&tasks),
+    )
+    .unwrap();
+    let bugs = |d: &[Demonstration]| d.iter().map(|d| d.bug).collect::<Vec<_>>();
+    assert_eq!(bugs(&demos), bugs(&plain));
+    assert!(plain.iter().all(|d| !d.wrong_program));
+    // Another seed picks other demonstrations.
+    let other = SftConfig {
+        seed: 1,
+        ..config.clone()
+    };
+    let moved = build_corpus(&tasks, &Template::compact(), &other, fake_executor(&tasks)).unwrap();
+    let wrongs = |d: &[Demonstration]| d.iter().map(|d| d.wrong_program).collect::<Vec<_>>();
+    assert_ne!(wrongs(&demos), wrongs(&moved));
+    assert_eq!(
+        demos,
+        build_corpus(&tasks, &Template::compact(), &config, fake_executor(&tasks)).unwrap()
+    );
+}
+
+#[test]
 fn compact_demonstration_reads_as_designed() {
     let task = Task::new("t", TaskKind::Product, vec![12345, 6789]);
     let config = SftConfig::default();

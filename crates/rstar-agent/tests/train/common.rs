@@ -58,6 +58,7 @@ pub fn sft_options(steps: usize) -> SftOptions {
         batch_size: 4,
         corpus_size: 4,
         failing_fraction: 0.5,
+        wrong_programs: Default::default(),
         lr: 1e-2,
         warmup_steps: 2,
         schedule: LrSchedule::Constant,
@@ -65,6 +66,7 @@ pub fn sft_options(steps: usize) -> SftOptions {
         weight_decay: 0.0,
         grad_clip: Some(1.0),
         log_every: 0,
+        threads: 1,
     }
 }
 

@@ -31,6 +31,19 @@ fn a_config_file_round_trips_and_bad_ones_are_named() {
     std::fs::write(&path, serde_json::to_string_pretty(&c).unwrap()).unwrap();
     let err = TrainConfig::from_json_file(&path).unwrap_err().to_string();
     assert!(err.contains("`sft.batch_size`"), "{err}");
+    let mut c = TrainConfig::smoke();
+    c.sft.threads = 0;
+    assert!(
+        c.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("`sft.threads`")
+    );
+    // Older configs have no `threads`: one thread, as before.
+    let mut json: serde_json::Value = serde_json::to_value(TrainConfig::smoke()).unwrap();
+    json["sft"].as_object_mut().unwrap().remove("threads");
+    let old: TrainConfig = serde_json::from_value(json).unwrap();
+    assert_eq!(old.sft.threads, 1);
 
     let err = TrainConfig::from_json_file(&dir.path().join("missing.json")).unwrap_err();
     assert!(err.to_string().contains("missing.json"), "{err}");

@@ -17,78 +17,6 @@ use serde_json::{Value, json};
 
 use super::common::jsonl;
 
-/// GPT-2's byte-to-character table of byte-level BPE: printable Latin-1 bytes stand for
-/// themselves, the others (controls, space, ...) for the characters from U+0100 on, in byte
-/// order.
-fn byte_chars() -> Vec<char> {
-    let printable = |b: u32| {
-        (0x21..=0x7e).contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b)
-    };
-    let mut next = 256;
-    (0u32..256)
-        .map(|b| {
-            if printable(b) {
-                char::from_u32(b).expect("a Latin-1 code point")
-            } else {
-                next += 1;
-                char::from_u32(next - 1).expect("a code point below U+0144")
-            }
-        })
-        .collect()
-}
-
-/// The added tokens, from id 256 on: Qwen3's chat and tool-call markup (the first three are
-/// special, the tags are not, as in Qwen3's tokenizer).
-const ADDED: [(&str, bool); 9] = [
-    ("<|endoftext|>", true),
-    ("<|im_start|>", true),
-    ("<|im_end|>", true),
-    ("<tool_call>", false),
-    ("</tool_call>", false),
-    ("<tool_response>", false),
-    ("</tool_response>", false),
-    ("<think>", false),
-    ("</think>", false),
-];
-
-/// An HF byte-level BPE `tokenizer.json` without merges: one token per byte (ids 0..256 in
-/// byte order) plus [`ADDED`] (ids 256..265), so that it fits the fixture's 512-token vocab.
-fn byte_level_tokenizer() -> Value {
-    let vocab: serde_json::Map<String, Value> = byte_chars()
-        .into_iter()
-        .enumerate()
-        .map(|(id, c)| (c.to_string(), json!(id)))
-        .collect();
-    let added: Vec<Value> = ADDED
-        .iter()
-        .enumerate()
-        .map(|(i, (content, special))| {
-            json!({
-                "id": 256 + i, "content": content, "single_word": false, "lstrip": false,
-                "rstrip": false, "normalized": false, "special": special
-            })
-        })
-        .collect();
-    let byte_level = json!({
-        "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": true
-    });
-    json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": added,
-        "normalizer": null,
-        "pre_tokenizer": byte_level,
-        "post_processor": null,
-        "decoder": byte_level,
-        "model": {
-            "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
-            "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
-            "ignore_merges": false, "vocab": vocab, "merges": []
-        }
-    })
-}
-
 /// The tokens of the longest ChatML prompt of `problems`.
 fn longest_prompt(tokenizer: &Tokenizer, problems: &[(&str, &str)]) -> usize {
     problems
@@ -114,38 +42,14 @@ const PROBLEMS: [(&str, &str); 8] = [
     ("What is 81 - 19?", "62"),
 ];
 
-/// Writes `dir/model`: the `qwen3_tiny` fixture's weights, its config with
-/// `max_position_embeddings` set to `max_pos`, and the byte-level tokenizer.
-fn hf_model_dir(dir: &Path, max_pos: usize) -> PathBuf {
-    let fixture = rstar_testdata::fixture("qwen/qwen3_tiny");
-    let model = dir.join("model");
-    std::fs::create_dir_all(&model).unwrap();
-    std::fs::copy(
-        fixture.join("model.safetensors"),
-        model.join("model.safetensors"),
-    )
-    .unwrap();
-    let mut config: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json")).unwrap())
-            .unwrap();
-    assert_eq!(config["vocab_size"], 512, "the fixture changed");
-    config["max_position_embeddings"] = json!(max_pos);
-    std::fs::write(
-        model.join("config.json"),
-        serde_json::to_string_pretty(&config).unwrap(),
-    )
-    .unwrap();
-    write_tokenizer(&model.join("tokenizer.json"));
-    model
+/// Writes `dir/model` ([`rstar_testdata::tiny_qwen3_dir`]).
+pub(super) fn hf_model_dir(dir: &Path, max_pos: usize) -> PathBuf {
+    rstar_testdata::tiny_qwen3_dir(dir, max_pos)
 }
 
-/// Writes [`byte_level_tokenizer`] to `path` and loads it.
-fn write_tokenizer(path: &Path) -> Tokenizer {
-    std::fs::write(
-        path,
-        serde_json::to_string(&byte_level_tokenizer()).unwrap(),
-    )
-    .unwrap();
+/// Writes the byte-level tokenizer to `path` and loads it.
+pub(super) fn write_tokenizer(path: &Path) -> Tokenizer {
+    std::fs::write(path, rstar_testdata::byte_level_tokenizer_json()).unwrap();
     Tokenizer::from_hf_file(path).unwrap()
 }
 

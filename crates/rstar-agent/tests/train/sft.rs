@@ -73,3 +73,42 @@ fn an_empty_corpus_is_an_error() {
     let err = sft::train(model, &[], &sft_options(1), 0, |_| {}).unwrap_err();
     assert!(err.to_string().contains("sft.corpus_size"), "{err}");
 }
+
+#[test]
+fn a_batch_split_over_threads_takes_the_same_steps() {
+    // The same three steps on one thread and on three (shards of 3, 3 and 2 of a batch of 8):
+    // the gradients of the shards add up to the batch's, up to the order of the sums.
+    let ts = tasks(6, 9);
+    let rows = rows(&ts);
+    let run = |threads: usize| {
+        let model = Qwen::random(tiny_config(), 4, &Device::flex().autodiff()).unwrap();
+        let mut options = sft_options(3);
+        options.batch_size = 8;
+        options.threads = threads;
+        let mut log: Vec<SftStep> = Vec::new();
+        let model = sft::train(model, &rows, &options, 5, |s| log.push(*s)).unwrap();
+        let params: Vec<f32> = model
+            .hf_tensors()
+            .unwrap()
+            .into_iter()
+            .flat_map(|(_, values)| values)
+            .collect();
+        (log, params)
+    };
+    let (one, p1) = run(1);
+    let (three, p3) = run(3);
+    for (a, b) in one.iter().zip(&three) {
+        assert_eq!(a.tokens, b.tokens);
+        assert!((a.loss - b.loss).abs() < 1e-5 * a.loss, "{a:?} {b:?}");
+        assert!(
+            (a.grad_norm - b.grad_norm).abs() < 1e-4 * a.grad_norm,
+            "{a:?} {b:?}"
+        );
+    }
+    let max_diff = p1
+        .iter()
+        .zip(&p3)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max);
+    assert!(max_diff < 1e-4, "parameters differ by {max_diff}");
+}

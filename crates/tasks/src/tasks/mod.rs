@@ -223,6 +223,71 @@ impl Task {
         }
     }
 
+    /// A plausible but wrong program for the task: it runs and prints a number, but not the
+    /// answer (for the SFT corpus's imperfect demonstrations, `sft::SftConfig::wrong_programs`):
+    ///
+    /// - product: an off-by-one factor, `a*(b-1)`;
+    /// - modular power: the wrong modulus, `pow(a,e,m+1)`;
+    /// - divisor count and sum: an off-by-one range, `range(1,n)`, which misses `n` itself;
+    /// - range sum: stepping by `k` from `a`, `sum(range(a,b+1,k))`, which sums multiples
+    ///   only when `a` is one;
+    /// - base conversion: the digits in the wrong order (appended instead of prepended);
+    /// - exact power: an off-by-one exponent, `a**(e-1)`;
+    /// - digit sum: the digit sum of the wrong number, `a*e` instead of `a**e`.
+    ///
+    /// Its output is [`Task::wrong_answer`]; it can coincide with the truth (a modulus, a range
+    /// starting at a multiple, a palindrome), which [`Task::wrong_program_differs`] tells.
+    pub fn wrong_code(&self) -> String {
+        let a = &self.args;
+        match self.kind {
+            TaskKind::Product => format!("print({}*({}-1))", a[0], a[1]),
+            TaskKind::ModPow => format!("print(pow({},{},{}+1))", a[0], a[1], a[2]),
+            TaskKind::DivisorCount => {
+                format!("n={}\nprint(sum(n%d==0 for d in range(1,n)))", a[0])
+            }
+            TaskKind::DivisorSum => {
+                format!("n={}\nprint(sum(d for d in range(1,n) if n%d==0))", a[0])
+            }
+            TaskKind::RangeSum => format!("print(sum(range({},{}+1,{})))", a[0], a[1], a[2]),
+            TaskKind::BaseConversion => format!(
+                "n,s={},''\nwhile n:s+=str(n%{b});n//={b}\nprint(s)",
+                a[0],
+                b = a[1]
+            ),
+            TaskKind::Power => format!("print({}**({}-1))", a[0], a[1]),
+            TaskKind::DigitSum => format!("print(sum(map(int,str({}*{}))))", a[0], a[1]),
+        }
+    }
+
+    /// What [`Task::wrong_code`] prints (computed here, independently of Python).
+    pub fn wrong_answer(&self) -> String {
+        let a = &self.args;
+        match self.kind {
+            TaskKind::Product => (u128::from(a[0]) * u128::from(a[1] - 1)).to_string(),
+            TaskKind::ModPow => math::mod_pow(a[0], a[1], a[2] + 1).to_string(),
+            TaskKind::DivisorCount => (math::divisor_count(a[0]) - 1).to_string(),
+            TaskKind::DivisorSum => (math::divisor_sum(a[0]) - u128::from(a[0])).to_string(),
+            TaskKind::RangeSum => {
+                let (lo, hi, k) = (u128::from(a[0]), u128::from(a[1]), u128::from(a[2]));
+                let count = if hi < lo { 0 } else { (hi - lo) / k + 1 };
+                (count * lo + k * count * count.saturating_sub(1) / 2).to_string()
+            }
+            TaskKind::BaseConversion => math::to_base(a[0], a[1]).chars().rev().collect(),
+            TaskKind::Power => math::big_pow(a[0], a[1] as u32 - 1).to_string(),
+            TaskKind::DigitSum => math::digit_sum(&math::big_pow(a[0] * a[1], 1)).to_string(),
+        }
+    }
+
+    /// Whether [`Task::wrong_answer`] is a different number from [`Task::answer`] (compared
+    /// as integers: reversed digits may start with zeros).
+    pub fn wrong_program_differs(&self) -> bool {
+        fn number(s: &str) -> &str {
+            let t = s.trim_start_matches('0');
+            if t.is_empty() { "0" } else { t }
+        }
+        number(&self.wrong_answer()) != number(&self.answer())
+    }
+
     /// As a dataset record (`source` is `rstar-agent/tasks/<kind>`).
     pub fn to_problem(&self) -> Problem {
         Problem {
@@ -294,7 +359,7 @@ impl TaskConfig {
 }
 
 /// FNV-1a, 64 bit: a fixed hash, so split membership is the same on every machine and run.
-fn fnv1a(text: &str) -> u64 {
+pub(crate) fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
@@ -493,6 +558,26 @@ mod tests {
             "What is the digit sum of 10^50?",
             "1",
         );
+    }
+
+    #[test]
+    fn wrong_answers_by_hand() {
+        let wrong = |kind, args: &[u64]| Task::new("x", kind, args.to_vec()).wrong_answer();
+        assert_eq!(wrong(TaskKind::Product, &[12345, 6789]), "83797860"); // 12345·6788
+        assert_eq!(wrong(TaskKind::ModPow, &[3, 4, 10]), "4"); // 81 mod 11
+        assert_eq!(wrong(TaskKind::DivisorCount, &[1024]), "10");
+        assert_eq!(wrong(TaskKind::DivisorSum, &[1000]), "1340");
+        // 10 + 17 + 24: stepping by 7 from 10, not the multiples 14, 21, 28.
+        assert_eq!(wrong(TaskKind::RangeSum, &[10, 30, 7]), "51");
+        assert_eq!(wrong(TaskKind::RangeSum, &[31, 30, 7]), "0");
+        assert_eq!(wrong(TaskKind::BaseConversion, &[6, 2]), "011"); // 110 reversed
+        assert_eq!(wrong(TaskKind::Power, &[12, 10]), "5159780352"); // 12^9
+        assert_eq!(wrong(TaskKind::DigitSum, &[10, 50]), "5"); // 500
+        let t = |kind, args: &[u64]| Task::new("x", kind, args.to_vec());
+        assert!(!t(TaskKind::RangeSum, &[14, 30, 7]).wrong_program_differs());
+        assert!(!t(TaskKind::BaseConversion, &[100, 3]).wrong_program_differs()); // 10201
+        assert!(t(TaskKind::BaseConversion, &[6, 2]).wrong_program_differs());
+        assert!(t(TaskKind::Product, &[2, 3]).wrong_program_differs());
     }
 
     #[test]

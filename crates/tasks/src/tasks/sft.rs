@@ -3,16 +3,22 @@
 //! Each demonstration is problem → reasoning → tool call with correct Python → tool response →
 //! answer in `\boxed{}`. A configurable share (a third by default) first makes a failing call
 //! (a typo in a name, a function that does not exist, a syntax error), reads the error and
-//! fixes it. Tool responses are never invented: the builder takes an executor callback (the
-//! trainer runs the code in `rstar-toolenv`) and checks what it returns: the failing call must
-//! fail and the correct call must print the exact answer, or the build stops with an error.
+//! fixes it. A share of each kind's demonstrations ([`SftConfig::wrong_programs`]) solves
+//! the problem with a plausible but wrong program ([`Task::wrong_code`]: an off-by-one range,
+//! the wrong modulus, …) that runs, prints a number, and boxes it, as imperfect real SFT data
+//! does: only the verifier's reward can tell those apart. Tool responses are never invented:
+//! the builder takes an executor callback (the trainer runs the code in `rstar-toolenv`) and
+//! checks what it returns: the failing call must fail, the correct call must print the exact
+//! answer and a wrong program the number [`Task::wrong_answer`] says, or the build stops with
+//! an error.
 
 use rand::SeedableRng;
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::{Task, TaskKind};
+use super::{Task, TaskKind, fnv1a};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::Error;
@@ -38,7 +44,11 @@ impl Bug {
 
     /// The task's solution program with this bug in it.
     pub fn apply(self, task: &Task) -> String {
-        let code = task.solution_code();
+        self.apply_to(task, &task.solution_code())
+    }
+
+    /// `code` (the task's solution or its wrong program) with this bug in it.
+    pub fn apply_to(self, task: &Task, code: &str) -> String {
         let a = &task.args;
         match self {
             Bug::Typo => code.replacen("print(", "prnt(", 1),
@@ -70,6 +80,12 @@ pub struct SftConfig {
     /// Limits whose tool-response budget the demonstrations apply, so they look exactly like
     /// rollouts.
     pub limits: Limits,
+    /// Per kind, the share of its demonstrations that use [`Task::wrong_code`] instead of the
+    /// solution (rounded to a count of that kind's demonstrations, drawn with the seed's
+    /// `wrong-programs` stream among those whose wrong program prints another number); kinds
+    /// not listed are always solved correctly. Empty by default.
+    #[serde(default)]
+    pub wrong_programs: BTreeMap<TaskKind, f64>,
 }
 
 impl SftConfig {
@@ -79,6 +95,7 @@ impl SftConfig {
             failing_fraction: 1.0 / 3.0,
             seed: 0,
             limits,
+            wrong_programs: BTreeMap::new(),
         }
     }
 }
@@ -111,8 +128,11 @@ pub struct Demonstration {
     pub segments: Vec<Segment>,
     /// The first call's bug, if it had one.
     pub bug: Option<Bug>,
-    /// The ground-truth answer (the one in `\boxed{}`).
+    /// The answer in `\boxed{}`: the ground truth, or what the wrong program printed.
     pub answer: String,
+    /// Whether it solves the problem with [`Task::wrong_code`] (its `answer` is then wrong).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wrong_program: bool,
 }
 
 impl Demonstration {
@@ -214,19 +234,47 @@ fn conclude(format: TemplateFormat, answer: &str) -> String {
     }
 }
 
-/// Builds one demonstration per task. `executor` runs each call (correct and buggy) and its
-/// outcomes become the tool turns. Exactly `round(failing_fraction · n)` demonstrations,
-/// chosen with the seed, start with a buggy call; each of those gets a bug drawn uniformly.
+/// Which tasks get their wrong program: for each kind with share `s` in
+/// `config.wrong_programs`, `round(s · n_kind)` of its `n_kind` tasks, drawn with a generator
+/// seeded from `config.seed` and the stream name `wrong-programs` among the tasks whose wrong
+/// program prints another number than the answer (fewer when too few do).
+pub fn wrong_program_choice(tasks: &[Task], config: &SftConfig) -> Vec<bool> {
+    let mut rng = ChaCha8Rng::seed_from_u64(fnv1a(&format!("{}/wrong-programs", config.seed)));
+    let mut wrong = vec![false; tasks.len()];
+    for (&kind, &share) in &config.wrong_programs {
+        let of_kind: Vec<usize> = (0..tasks.len())
+            .filter(|&i| tasks[i].kind == kind)
+            .collect();
+        let want = (share.clamp(0.0, 1.0) * of_kind.len() as f64).round() as usize;
+        let mut eligible: Vec<usize> = of_kind
+            .into_iter()
+            .filter(|&i| tasks[i].wrong_program_differs())
+            .collect();
+        eligible.shuffle(&mut rng);
+        for &i in eligible.iter().take(want) {
+            wrong[i] = true;
+        }
+    }
+    wrong
+}
+
+/// Builds one demonstration per task. `executor` runs each call (correct, wrong and buggy)
+/// and its outcomes become the tool turns. Exactly `round(failing_fraction · n)`
+/// demonstrations, chosen with the seed, start with a buggy call; each of those gets a bug
+/// drawn uniformly. Independently, [`wrong_program_choice`] picks those that use their wrong
+/// program.
 ///
 /// # Errors
-/// [`Error::Demonstration`] when a buggy call does not fail or a correct call does not
-/// print exactly the answer (for example when Python is missing, or the executor is wrong).
+/// [`Error::Demonstration`] when a buggy call does not fail, a correct call does not
+/// print exactly the answer or a wrong program not exactly its wrong answer (for example when
+/// Python is missing, or the executor is wrong).
 pub fn build_corpus(
     tasks: &[Task],
     template: &Template,
     config: &SftConfig,
     mut executor: impl FnMut(&ToolCall) -> ToolOutcome,
 ) -> Result<Vec<Demonstration>, Error> {
+    let wrong = wrong_program_choice(tasks, config);
     let n = tasks.len();
     let failing = ((config.failing_fraction.clamp(0.0, 1.0)) * n as f64).round() as usize;
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
@@ -239,7 +287,10 @@ pub fn build_corpus(
     tasks
         .iter()
         .zip(bugs)
-        .map(|(task, bug)| demonstrate(task, bug, template, config, &mut executor))
+        .zip(wrong)
+        .map(|((task, bug), wrong)| {
+            demonstrate_program(task, bug, wrong, template, config, &mut executor)
+        })
         .collect()
 }
 
@@ -251,8 +302,25 @@ pub fn demonstrate(
     config: &SftConfig,
     executor: &mut impl FnMut(&ToolCall) -> ToolOutcome,
 ) -> Result<Demonstration, Error> {
+    demonstrate_program(task, bug, false, template, config, executor)
+}
+
+/// [`demonstrate`], with the task's wrong program ([`Task::wrong_code`]) instead of its
+/// solution when `wrong`: the demonstration boxes the number it prints.
+pub fn demonstrate_program(
+    task: &Task,
+    bug: Option<Bug>,
+    wrong: bool,
+    template: &Template,
+    config: &SftConfig,
+    executor: &mut impl FnMut(&ToolCall) -> ToolOutcome,
+) -> Result<Demonstration, Error> {
     let format = template.format;
-    let answer = task.answer();
+    let (code, answer) = if wrong {
+        (task.wrong_code(), task.wrong_answer())
+    } else {
+        (task.solution_code(), task.answer())
+    };
     let budget = config.limits.max_tool_response_chars;
     let fail = |message: String| Error::Demonstration {
         id: task.id.clone(),
@@ -261,7 +329,7 @@ pub fn demonstrate(
     let mut segments = Vec::new();
     let mut reasoning = plan(task, format);
     if let Some(bug) = bug {
-        let call = ToolCall::python(bug.apply(task));
+        let call = ToolCall::python(bug.apply_to(task, &code));
         let outcome = executor(&call);
         if !outcome.is_error() {
             return Err(fail(format!(
@@ -279,12 +347,13 @@ pub fn demonstrate(
         });
         reasoning = fix(format, &outcome);
     }
-    let call = ToolCall::python(task.solution_code());
+    let call = ToolCall::python(code);
     let outcome = executor(&call);
     let printed = outcome.stdout().map(str::trim);
     if outcome.kind != OutcomeKind::Output || printed != Some(answer.as_str()) {
+        let which = if wrong { "wrong program" } else { "solution" };
         return Err(fail(format!(
-            "the solution printed {printed:?} ({:?}), expected {answer:?}",
+            "the {which} printed {printed:?} ({:?}), expected {answer:?}",
             outcome.kind
         )));
     }
@@ -307,6 +376,7 @@ pub fn demonstrate(
         segments,
         bug,
         answer,
+        wrong_program: wrong,
     })
 }
 

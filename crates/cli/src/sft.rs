@@ -1,0 +1,134 @@
+//! `rstar sft`: the paper's first step, non-reasoning SFT of a model directory on conversation
+//! datasets (see `rstar_agent::chat_sft`).
+//!
+//! ```text
+//! rstar sft --model Qwen3-14B-Base --sft-data tools.jsonl:0.75 chat.parquet:0.25 --out runs/sft
+//! rstar train --preset rstar2-agent --model runs/sft/model --data dapo.parquet
+//! ```
+//!
+//! Prints one line a step (loss, validation loss every `--eval-every` steps, learning rate,
+//! micro-batches) and the path of the HF directory it writes, `<out>/model`. Bad rows are
+//! listed with their file and line; `--bad-rows drop|truncate` trains without them.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+
+use rstar_agent::chat_sft::{self, BadRows, ChatSftConfig, DataSpec};
+
+/// Arguments of `rstar sft`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The HF model directory to fine-tune (config.json, model.safetensors, tokenizer.json,
+    /// tokenizer_config.json with its chat template).
+    #[arg(long, value_name = "DIR", required_unless_present = "resume")]
+    pub model: Option<PathBuf>,
+    /// Conversation files (JSONL or parquet rows of `messages`, optional `tools`), each
+    /// optionally with a mixing weight: `a.jsonl:0.75 b.parquet:0.25`.
+    #[arg(long, value_name = "FILE[:WEIGHT]", num_args = 1.., required_unless_present = "resume")]
+    pub sft_data: Vec<DataSpec>,
+    /// The preset: `rstar2-agent-sft` (the paper's: 3 epochs, lr 5e-6, 4% warm-up, cosine,
+    /// global batch 128).
+    #[arg(long, default_value = "rstar2-agent-sft")]
+    pub preset: String,
+    /// The run directory.
+    #[arg(long, default_value = "runs/sft")]
+    pub out: PathBuf,
+    /// Continue the run in this directory from its last checkpoint, with its saved config.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["model", "sft_data"])]
+    pub resume: Option<PathBuf>,
+    /// The chat template: `qwen3` [default: detected from the model's tokenizer_config.json].
+    #[arg(long)]
+    pub chat_format: Option<String>,
+    /// Bad rows (unknown role, tool-call arguments that are not JSON, longer than
+    /// --max-len): `fail` (list them and stop), `drop`, or `truncate` (cut the long ones).
+    #[arg(long, default_value = "fail")]
+    pub bad_rows: BadRows,
+    /// Seed of the split, the mixing and the order.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Passes over the data.
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Peak learning rate.
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Examples per optimizer step (reached by gradient accumulation).
+    #[arg(long)]
+    pub global_batch: Option<usize>,
+    /// Padded tokens per micro-batch: what fits the device.
+    #[arg(long)]
+    pub micro_batch_tokens: Option<usize>,
+    /// The context in tokens.
+    #[arg(long)]
+    pub max_len: Option<usize>,
+    /// Share of the rows held out for the validation loss.
+    #[arg(long)]
+    pub val_fraction: Option<f64>,
+    /// Validation loss every this many steps (and after the last).
+    #[arg(long)]
+    pub eval_every: Option<usize>,
+    /// Checkpoint every this many steps (and after the last).
+    #[arg(long)]
+    pub checkpoint_every: Option<usize>,
+    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
+    #[arg(long, default_value = "flex")]
+    pub backend: String,
+    /// Test hook: stop (as if killed) after this many steps of the run.
+    #[arg(long, hide = true)]
+    pub stop_after_steps: Option<usize>,
+}
+
+/// Runs `rstar sft`.
+///
+/// # Errors
+/// A bad config, unreadable model or data, bad rows under `--bad-rows fail`, training errors.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let device = crate::backend::device_of(&args.backend)?;
+    let mut log = |line: &str| eprintln!("{line}");
+    let report = if let Some(dir) = &args.resume {
+        chat_sft::resume(dir, &device, args.stop_after_steps, &mut log)
+            .with_context(|| format!("resuming {}", dir.display()))?
+    } else {
+        let model = args.model.clone().context("--model is required")?;
+        let mut config = match args.preset.as_str() {
+            "rstar2-agent-sft" => ChatSftConfig::rstar2_agent_sft(model, args.sft_data.clone()),
+            other => bail!("unknown preset {other:?}: expected rstar2-agent-sft"),
+        };
+        config.chat_format = args.chat_format.clone();
+        config.bad_rows = args.bad_rows;
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = args.$field { config.$field = v; } )* };
+        }
+        set!(
+            seed,
+            epochs,
+            lr,
+            global_batch,
+            micro_batch_tokens,
+            max_len,
+            val_fraction,
+            eval_every,
+            checkpoint_every
+        );
+        chat_sft::run(&config, &args.out, &device, args.stop_after_steps, &mut log)
+            .with_context(|| format!("rstar sft into {}", args.out.display()))?
+    };
+    if let (Some(first), Some(last)) = (report.steps.first(), report.steps.last()) {
+        eprintln!(
+            "loss {:.4} at step {} -> {:.4} at step {}{}",
+            first.loss,
+            first.step,
+            last.loss,
+            last.step,
+            match (report.val_loss_before, last.val_loss) {
+                (Some(a), Some(b)) => format!("; validation loss {a:.4} -> {b:.4}"),
+                _ => String::new(),
+            }
+        );
+    }
+    if report.model_dir.join("model.safetensors").is_file() {
+        println!("{}", report.model_dir.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,223 @@
+//! Conversation files for `rstar sft`: JSONL (one row a line) or parquet, each row an OpenAI /
+//! HF chat example (`messages`, optionally `tools`), read into
+//! [`Conversation`](rstar_episode::chat::Conversation)s.
+//!
+//! Every row comes back with where it was (`file:line` for JSONL, 1-based; `file: row N` for
+//! parquet, 0-based as pyarrow counts) and either the conversation or what is wrong with it,
+//! naming the field. A bad row does not stop the file: the caller counts and reports them, and
+//! chooses whether to stop, drop or truncate. Only a file that cannot be read at all is an
+//! [`Error`].
+//!
+//! ```no_run
+//! use rstar_tasks::conversations::read_conversations;
+//! use std::path::Path;
+//!
+//! let rows = read_conversations(Path::new("function_calling.jsonl"))?;
+//! for bad in rows.iter().filter(|r| r.conversation.is_err()) {
+//!     eprintln!("{}: {}", bad.at, bad.conversation.as_ref().unwrap_err());
+//! }
+//! # Ok::<(), rstar_tasks::Error>(())
+//! ```
+
+use std::fmt;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+#[cfg(feature = "parquet")]
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use rstar_episode::chat::{Conversation, Json};
+
+use crate::Error;
+
+/// Where a row is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowAt {
+    /// The file.
+    pub path: PathBuf,
+    /// The line (JSONL) or row (parquet).
+    pub index: RowIndex,
+}
+
+/// A JSONL line or a parquet row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowIndex {
+    /// 1-based line of a JSONL file.
+    Line(usize),
+    /// 0-based row of a parquet file.
+    Row(usize),
+}
+
+impl fmt::Display for RowAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            RowIndex::Line(l) => write!(f, "{}:{l}", self.path.display()),
+            RowIndex::Row(r) => write!(f, "{}: row {r}", self.path.display()),
+        }
+    }
+}
+
+/// One row of a conversation file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationRow {
+    /// Where it is.
+    pub at: RowAt,
+    /// The conversation, or what is wrong with the row (naming the field).
+    pub conversation: Result<Conversation, String>,
+}
+
+/// Reads every row of a conversation file (`.jsonl`/`.ndjson` or `.parquet`); blank lines are
+/// skipped.
+///
+/// # Errors
+/// [`Error::DatasetFile`] for an unknown extension, an unreadable parquet file or a file with
+/// no rows; [`Error::Io`] when it cannot be read.
+pub fn read_conversations(path: &Path) -> Result<Vec<ConversationRow>, Error> {
+    let ext = path.extension().and_then(|e| e.to_str());
+    let rows = match ext {
+        Some("jsonl" | "ndjson") => read_jsonl(path)?,
+        #[cfg(feature = "parquet")]
+        Some("parquet") => read_parquet(path)?,
+        #[cfg(not(feature = "parquet"))]
+        Some("parquet") => {
+            return Err(file_error(
+                path,
+                "parquet files need rstar-tasks' `parquet` feature",
+            ));
+        }
+        _ => {
+            return Err(file_error(
+                path,
+                "unknown extension: expected .jsonl, .ndjson or .parquet",
+            ));
+        }
+    };
+    if rows.is_empty() {
+        return Err(file_error(path, "has no rows"));
+    }
+    Ok(rows)
+}
+
+fn file_error(path: &Path, message: &str) -> Error {
+    Error::DatasetFile {
+        path: path.to_path_buf(),
+        message: message.to_string(),
+    }
+}
+
+fn read_jsonl(path: &Path) -> Result<Vec<ConversationRow>, Error> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut rows = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(io)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let conversation = Json::parse(&line)
+            .map_err(|e| format!("invalid json: {e}"))
+            .and_then(|row| Conversation::from_json(&row));
+        rows.push(ConversationRow {
+            at: RowAt {
+                path: path.to_path_buf(),
+                index: RowIndex::Line(i + 1),
+            },
+            conversation,
+        });
+    }
+    Ok(rows)
+}
+
+#[cfg(feature = "parquet")]
+fn read_parquet(path: &Path) -> Result<Vec<ConversationRow>, Error> {
+    let file = std::fs::File::open(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let reader = SerializedFileReader::new(file)
+        .map_err(|e| file_error(path, &format!("not a readable parquet file: {e}")))?;
+    let iter = reader
+        .get_row_iter(None)
+        .map_err(|e| file_error(path, &format!("parquet: {e}")))?;
+    Ok(iter
+        .enumerate()
+        .map(|(i, row)| ConversationRow {
+            at: RowAt {
+                path: path.to_path_buf(),
+                index: RowIndex::Row(i),
+            },
+            conversation: row.map_err(|e| format!("parquet: {e}")).and_then(|row| {
+                Conversation::from_json(&Json::Object(
+                    row.get_column_iter()
+                        .map(|(name, field)| (name.clone(), crate::dataset::json(field)))
+                        .collect(),
+                ))
+            }),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonl_rows_come_back_with_their_lines_and_problems() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.jsonl");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#,
+                "\n\n",
+                r#"{"messages": [{"role": "robot", "content": "x"}]}"#,
+                "\n",
+                "not json\n"
+            ),
+        )
+        .unwrap();
+        let rows = read_conversations(&path).unwrap();
+        assert_eq!(rows.len(), 3);
+        assert!(rows[0].conversation.is_ok());
+        assert_eq!(rows[1].at.to_string(), format!("{}:3", path.display()));
+        assert!(
+            rows[1]
+                .conversation
+                .as_ref()
+                .unwrap_err()
+                .contains("messages[0].role: unknown role \"robot\"")
+        );
+        assert_eq!(rows[2].at.index, RowIndex::Line(4));
+        assert!(
+            rows[2]
+                .conversation
+                .as_ref()
+                .unwrap_err()
+                .starts_with("invalid json")
+        );
+    }
+
+    #[test]
+    fn unreadable_files_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("c.csv");
+        std::fs::write(&csv, "a,b\n").unwrap();
+        assert!(
+            read_conversations(&csv)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown extension")
+        );
+        let empty = dir.path().join("e.jsonl");
+        std::fs::write(&empty, "\n").unwrap();
+        assert!(
+            read_conversations(&empty)
+                .unwrap_err()
+                .to_string()
+                .contains("has no rows")
+        );
+        assert!(read_conversations(&dir.path().join("missing.jsonl")).is_err());
+    }
+}
