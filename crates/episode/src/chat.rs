@@ -291,6 +291,9 @@ pub struct ChatMessage {
     pub reasoning_content: Option<String>,
     /// The assistant's tool calls, in order.
     pub tool_calls: Vec<ChatToolCall>,
+    /// Whether an assistant message is in the loss (`"weight": 0`, OpenAI's fine-tuning
+    /// layout, leaves it out; rendered all the same).
+    pub trained: bool,
 }
 
 /// One training conversation: its messages and the tools its system turn lists.
@@ -310,7 +313,9 @@ impl Conversation {
     ///
     /// # Errors
     /// A message naming the field: a missing or mistyped field, an unknown role, a tool call
-    /// whose arguments are not a JSON object, a conversation with no assistant message.
+    /// whose arguments are not a JSON object, OpenAI's legacy `function_call`, a `weight`
+    /// other than 0 or 1 (OpenAI's fine-tuning layout: 0 keeps an assistant message out of the
+    /// loss), a conversation with no assistant message in the loss.
     pub fn from_json(row: &Json) -> Result<Conversation, String> {
         if !matches!(row, Json::Object(_)) {
             return Err(format!("expected an object, found {}", row.kind()));
@@ -335,6 +340,12 @@ impl Conversation {
             .collect::<Result<Vec<_>, _>>()?;
         if !messages.iter().any(|m| m.role == ChatRole::Assistant) {
             return Err("`messages` has no assistant message: nothing to train on".into());
+        }
+        if !messages
+            .iter()
+            .any(|m| m.role == ChatRole::Assistant && m.trained)
+        {
+            return Err("every assistant message has `\"weight\": 0`: nothing to train on".into());
         }
         Ok(Conversation { messages, tools })
     }
@@ -426,11 +437,39 @@ fn message(m: &Json) -> Result<ChatMessage, String> {
             ));
         }
     };
+    if !matches!(m.get("function_call"), None | Some(Json::Null)) {
+        return Err(
+            ".function_call: OpenAI's legacy layout; write it as `tool_calls` (and its result as a `tool` message)"
+                .into(),
+        );
+    }
+    // OpenAI's fine-tuning layout: `"weight": 0` keeps an assistant message out of the loss.
+    let trained = match m.get("weight") {
+        None | Some(Json::Null) => true,
+        Some(Json::Number(n)) if n.as_f64() == Some(0.0) => false,
+        Some(Json::Number(n)) if n.as_f64() == Some(1.0) => true,
+        Some(other) => {
+            return Err(format!(
+                ".weight: expected 0 or 1, found {}",
+                match other {
+                    Json::Number(n) => n.to_string(),
+                    _ => other.kind().to_string(),
+                }
+            ));
+        }
+    };
+    if !trained && role != ChatRole::Assistant {
+        return Err(format!(
+            ".weight: only assistant messages are trained on (this one is {})",
+            role.as_str()
+        ));
+    }
     Ok(ChatMessage {
         role,
         content,
         reasoning_content,
         tool_calls,
+        trained,
     })
 }
 
@@ -485,7 +524,8 @@ fn tool_call(c: &Json) -> Result<ChatToolCall, String> {
 pub struct RenderedChat {
     /// The whole text, as the chat template writes it.
     pub text: String,
-    /// Byte ranges of `text` written by the assistant, in order.
+    /// Byte ranges of `text` written by the assistant, in order (those of messages with
+    /// `"weight": 0` left out).
     pub assistant: Vec<Range<usize>>,
 }
 
@@ -627,7 +667,9 @@ fn render_qwen3(conv: &Conversation) -> RenderedChat {
                     );
                 }
                 text.push_str("<|im_end|>");
-                assistant.push(start..text.len());
+                if m.trained {
+                    assistant.push(start..text.len());
+                }
                 text.push('\n');
             }
             ChatRole::Tool => {
@@ -709,6 +751,22 @@ mod tests {
                 r#"{"messages": "[{\"role\": \"assistant\"", "tools": []}"#,
                 "`messages`: the string is not valid JSON",
             ),
+            (
+                r#"{"messages": [{"role": "assistant", "content": null, "function_call": {"name": "f", "arguments": "{}"}}]}"#,
+                "messages[0].function_call: OpenAI's legacy layout",
+            ),
+            (
+                r#"{"messages": [{"role": "assistant", "content": "x", "weight": 0}]}"#,
+                "every assistant message has `\"weight\": 0`",
+            ),
+            (
+                r#"{"messages": [{"role": "assistant", "content": "x", "weight": 0.5}]}"#,
+                "messages[0].weight: expected 0 or 1, found 0.5",
+            ),
+            (
+                r#"{"messages": [{"role": "user", "content": "x", "weight": 0}, {"role": "assistant", "content": "y"}]}"#,
+                "messages[0].weight: only assistant messages are trained on",
+            ),
         ];
         for (row, want) in cases {
             let err = conv(row).expect_err(row);
@@ -741,6 +799,28 @@ mod tests {
                 "<think>\n\n</think>\n\ndone<|im_end|>"
             ]
         );
+    }
+
+    #[test]
+    fn weight_zero_keeps_an_assistant_turn_out_of_the_loss_but_in_the_text() {
+        let row = |w: &str| {
+            conv(&format!(
+                r#"{{"messages": [{{"role": "user", "content": "a"}}, {{"role": "assistant", "content": "b"{w}}}, {{"role": "user", "content": "c"}}, {{"role": "assistant", "content": "d"}}]}}"#
+            ))
+            .unwrap()
+        };
+        let (all, first_out) = (
+            ChatFormat::Qwen3.render(&row("")),
+            ChatFormat::Qwen3.render(&row(r#", "weight": 0"#)),
+        );
+        assert_eq!(all.text, first_out.text);
+        assert_eq!(all.assistant.len(), 2);
+        assert_eq!(first_out.assistant, all.assistant[1..]);
+        assert_eq!(
+            &first_out.text[first_out.assistant[0].clone()],
+            "<think>\n\n</think>\n\nd<|im_end|>"
+        );
+        assert_eq!(ChatFormat::Qwen3.render(&row(r#", "weight": 1"#)), all);
     }
 
     #[test]
