@@ -40,35 +40,40 @@ pub struct Args {
     /// The chat template: `qwen3` [default: detected from the model's tokenizer_config.json].
     #[arg(long)]
     pub chat_format: Option<String>,
-    /// Bad rows (unknown role, tool-call arguments that are not JSON, longer than
-    /// --max-len): `fail` (list them and stop), `drop`, or `truncate` (cut the long ones).
+    /// Bad rows (unknown role, legacy `function_call`, tool-call arguments that are not JSON,
+    /// longer than --max-len): `fail` (list them and stop), `drop`, or `truncate` (cut the long
+    /// ones). All are listed with their file and line and written to `<out>/bad_rows.jsonl`.
     #[arg(long, default_value = "fail")]
     pub bad_rows: BadRows,
-    /// Seed of the split, the mixing and the order.
+    /// Seed of the split, the mixing and the order [default: the preset's, 0].
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Passes over the data.
+    /// Passes over the data [default: the preset's, 3].
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// Peak learning rate.
+    /// Peak learning rate, reached after a warm-up of 4% of the steps, then a cosine to 0
+    /// [default: the preset's, 5e-6].
     #[arg(long)]
     pub lr: Option<f64>,
-    /// Examples per optimizer step (reached by gradient accumulation).
+    /// Examples per optimizer step, reached by gradient accumulation [default: the preset's,
+    /// 128].
     #[arg(long)]
     pub global_batch: Option<usize>,
-    /// Padded tokens per micro-batch: what fits the device.
+    /// Padded tokens per micro-batch: what fits the device [default: the preset's, 16384].
     #[arg(long)]
     pub micro_batch_tokens: Option<usize>,
-    /// The context in tokens.
+    /// The context in tokens, at most the model's `max_position_embeddings` [default: the
+    /// preset's, 8192].
     #[arg(long)]
     pub max_len: Option<usize>,
-    /// Share of the rows held out for the validation loss.
+    /// Share of each file's rows held out for the validation loss [default: the preset's,
+    /// 0.01].
     #[arg(long)]
     pub val_fraction: Option<f64>,
-    /// Validation loss every this many steps (and after the last).
+    /// Validation loss every this many steps (and after the last) [default: the preset's, 50].
     #[arg(long)]
     pub eval_every: Option<usize>,
-    /// Checkpoint every this many steps (and after the last).
+    /// Checkpoint every this many steps (and after the last) [default: the preset's, 50].
     #[arg(long)]
     pub checkpoint_every: Option<usize>,
     /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
