@@ -36,14 +36,14 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use rstar_episode::chat::{ChatFormat, RenderedChat};
-use rstar_policy::{Qwen, Tokenizer, WeightDtype, save_dir, sequence_logprobs};
+use rstar_policy::{Qwen, Tokenizer, WeightDtype, save_dir};
 use rstar_tasks::conversations::read_conversations;
 use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
 use crate::train::checkpoint::{self, Lines, Phase, ResumeState, STATE_VERSION};
 use crate::train::config::LrSchedule;
-use crate::train::optim::{adamw, clip_global_norm, lr_at, pack};
+use crate::train::optim::{adamw, clip_global_norm, lr_at, summed_nll};
 
 /// One data file and its mixing weight (`path` or `path:weight`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -475,16 +475,13 @@ fn loss_tokens(row: &ChatRow) -> usize {
     row.weights.iter().skip(1).filter(|&&w| w > 0.0).count()
 }
 
-/// Summed negative log-likelihood of the assistant tokens of `rows` (a graph on an autodiff
-/// model), as a scalar tensor.
-fn nll_sum(model: &Qwen, rows: &[&ChatRow], device: &Device) -> burn::tensor::Tensor<1> {
+/// [`summed_nll`] of the assistant tokens of `rows`.
+fn nll_sum(model: &Qwen, rows: &[&ChatRow]) -> burn::tensor::Tensor<1> {
     let packed: Vec<(&[u32], &[f32])> = rows
         .iter()
         .map(|r| (r.ids.as_slice(), r.weights.as_slice()))
         .collect();
-    let (tokens, mask, _) = pack(&packed, device);
-    let (logp, _) = sequence_logprobs(model, tokens);
-    (logp * mask).sum().neg()
+    summed_nll(model, &packed)
 }
 
 /// Mean loss per assistant token over `rows` (no gradients).
@@ -493,11 +490,10 @@ fn nll_sum(model: &Qwen, rows: &[&ChatRow], device: &Device) -> burn::tensor::Te
 /// None today; kept fallible for the policy's errors.
 pub fn mean_loss(model: &Qwen, rows: &[ChatRow], max_tokens: usize) -> Result<f64, AgentError> {
     let refs: Vec<&ChatRow> = rows.iter().collect();
-    let device = model.device();
     let mut nll = 0.0;
     let mut tokens = 0;
     for mb in micro_batches(&refs, max_tokens) {
-        nll += f64::from(nll_sum(model, &mb, &device).into_scalar::<f32>());
+        nll += f64::from(nll_sum(model, &mb).into_scalar::<f32>());
         tokens += mb.iter().map(|r| loss_tokens(r)).sum::<usize>();
     }
     Ok(nll / tokens.max(1) as f64)
@@ -735,13 +731,12 @@ fn batch_grads(
     batch: &[&ChatRow],
     micro_batch_tokens: usize,
 ) -> (GradientsParams, f64, usize, usize) {
-    let device = model.device();
     let tokens: usize = batch.iter().map(|r| loss_tokens(r)).sum();
     let mbs = micro_batches(batch, micro_batch_tokens);
     let mut accumulator = GradientsAccumulator::<Qwen>::new();
     let mut nll = 0.0;
     for mb in &mbs {
-        let loss = nll_sum(model, mb, &device) / tokens.max(1) as f32;
+        let loss = nll_sum(model, mb) / tokens.max(1) as f32;
         nll += f64::from(loss.clone().into_scalar::<f32>());
         accumulator.accumulate(model, GradientsParams::from_grads(loss.backward(), model));
     }
@@ -824,7 +819,7 @@ fn train(
     let mut report = ChatSftReport {
         out: out.to_path_buf(),
         model_dir: out.join("model"),
-        steps: read_steps(&metrics_path)?,
+        steps: crate::episode::read_jsonl(&metrics_path)?,
         bad: data.bad.clone(),
         val_loss_before: None,
     };
@@ -896,21 +891,6 @@ fn train(
     report.model_dir = write_model(config, &model, &tokenizer, out)?;
     log(&format!("model written to {}", report.model_dir.display()));
     Ok(report)
-}
-
-fn read_steps(path: &Path) -> Result<Vec<ChatSftStep>, AgentError> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| AgentError::Dataset {
-                path: path.to_path_buf(),
-                line: i + 1,
-                message: e.to_string(),
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -127,6 +127,15 @@ pub fn clip_global_norm(model: &Qwen, grads: &mut GradientsParams, max_norm: Opt
     norm
 }
 
+/// The summed negative log-likelihood of the weighted tokens of `rows` (ids and per-token
+/// weights, packed by [`pack`]) under `model`, as a scalar tensor (a graph on an autodiff
+/// model): divide it by the token count that makes the mean you need.
+pub fn summed_nll(model: &Qwen, rows: &[(&[u32], &[f32])]) -> Tensor<1> {
+    let (tokens, mask, _) = pack(rows, &model.device());
+    let (logp, _) = rstar_policy::sequence_logprobs(model, tokens);
+    (logp * mask).sum().neg()
+}
+
 /// The gradients of a loss over a batch split into shards, and the sum of the shards' loss
 /// values. With one shard it runs on the calling thread with `model` itself; with more, each
 /// shard's forward and backward pass runs on its own thread with its own autodiff graph (the

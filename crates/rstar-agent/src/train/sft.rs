@@ -12,7 +12,7 @@ use rstar_policy::{Qwen, Tokenizer, masked_nll, sequence_logprobs};
 use serde::{Deserialize, Serialize};
 
 use super::config::SftOptions;
-use super::optim::{adamw, clip_global_norm, lr_at, pack, sharded_grads, shards};
+use super::optim::{adamw, clip_global_norm, lr_at, pack, sharded_grads, shards, summed_nll};
 use crate::episode::Limits;
 use crate::error::AgentError;
 use crate::rollout::{PolicyTokenizer, ToolExecutor};
@@ -224,11 +224,7 @@ pub fn train_from(
         } else {
             // Each shard's summed loss over the batch's token count: they add up to the mean.
             let denominator = tokens_in_loss.max(1) as f32;
-            let loss_of = |m: &Qwen, shard: &[(&[u32], &[f32])]| {
-                let (tokens, mask, _) = pack(shard, &m.device());
-                let (logp, _) = sequence_logprobs(m, tokens);
-                (logp * mask).sum().neg() / denominator
-            };
+            let loss_of = |m: &Qwen, shard: &[(&[u32], &[f32])]| summed_nll(m, shard) / denominator;
             let (grads, value) = sharded_grads(&model, &shards(&packed, options.threads), &loss_of);
             (grads, value as f32)
         };
