@@ -4,12 +4,12 @@
 //! 2. (tidy: the structural invariants are tests, `xtask/tests/tidy.rs`, run in step 5);
 //! 3. `cargo fmt --check`;
 //! 4. `cargo clippy --workspace --all-targets` with warnings denied;
-//! 5. `cargo test --workspace`, doctests included, with `RSTAR_PYTHON` set (headless Chromium
-//!    for the run-report test is installed with apt-get first when absent);
-//! 6. the docs' snippets in a scratch project with path dependencies (`cargo xtask doc-snippets`);
-//! 7. the policy's `wgpu` tests and a `rstar train --backend wgpu` smoke run on Mesa's
-//!    lavapipe (CPU Vulkan; installed with apt-get when absent), which is the slowest step: a
-//!    second Burn build with the GPU backend.
+//! 5. `cargo test --workspace --features rstar-policy/wgpu,rstar-cli/wgpu`, doctests included,
+//!    with `RSTAR_PYTHON` set: one build for every test, so the policy's `wgpu` tests and the
+//!    `rstar train --backend wgpu` smoke run (on Mesa's lavapipe, a Vulkan driver on the CPU)
+//!    run with the others instead of after a second Burn build. Headless Chromium for the
+//!    run-report test and lavapipe are installed with apt-get first when absent;
+//! 6. the docs' snippets in a scratch project with path dependencies (`cargo xtask doc-snippets`).
 
 use std::time::Instant;
 
@@ -35,15 +35,25 @@ fn run_ci() -> Result<()> {
         ]),
     )?;
     crate::chromium::ensure()?;
+    crate::wgpu::ensure_vulkan_driver()?;
+    // One build for every test, the `wgpu` ones included: a separate `--features wgpu` build
+    // afterwards rebuilt Burn and everything above it (the policy, the umbrella, the CLI and
+    // every test binary that links them) a second time.
     step(
-        "tests",
+        "tests (the wgpu ones on Mesa's lavapipe)",
         cargo()
-            .args(["test", "--workspace", "--locked"])
+            .args([
+                "test",
+                "--workspace",
+                "--locked",
+                "--features",
+                crate::wgpu::FEATURES,
+            ])
             .env("RSTAR_PYTHON", &python)
-            .env("RUST_BACKTRACE", "1"),
+            .env("RUST_BACKTRACE", "1")
+            .env("CUBECL_AUTOTUNE_LEVEL", "minimal"),
     )?;
     crate::snippets::run(&[])?;
-    crate::wgpu::test_on_lavapipe()?;
     eprintln!(
         "==> ci: all checks passed in {:.0}s",
         start.elapsed().as_secs_f64()

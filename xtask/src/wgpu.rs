@@ -5,8 +5,9 @@
 //! be tested on machines without a GPU. It is slow (a clean `wgpu` build takes
 //! over half an hour on two cores and the first step compiles kernels for a
 //! minute or two; measured: 57 minutes for the test build on a 2-core machine
-//! loaded by other builds, 12 s for the test itself). `cargo xtask ci` runs it
-//! last, after every other check; this command runs it alone.
+//! loaded by other builds, 12 s for the test itself). `cargo xtask ci` builds the
+//! feature into its one test build and runs these tests with the others; this
+//! command runs them alone.
 
 use std::process::Command;
 
@@ -21,10 +22,13 @@ pub fn run(args: &[String]) -> Result<()> {
     test_on_lavapipe()
 }
 
+/// The features that build the `wgpu` backend into the policy and the CLI.
+pub const FEATURES: &str = "rstar-policy/wgpu,rstar-cli/wgpu";
+
 /// Installs lavapipe when absent and runs every `wgpu` test of the policy (its examples are
 /// compiled with the feature too; the bench is not a test and would run in full), then the
 /// trainer's `--backend wgpu` smoke run.
-/// `cargo xtask ci` calls this last.
+/// (`cargo xtask ci` runs the same tests within its one test build.)
 pub fn test_on_lavapipe() -> Result<()> {
     ensure_vulkan_driver()?;
     // One cargo invocation over the whole workspace: features unify as in `cargo test
@@ -38,7 +42,7 @@ pub fn test_on_lavapipe() -> Result<()> {
                 "test",
                 "--workspace",
                 "--features",
-                "rstar-policy/wgpu,rstar-cli/wgpu",
+                FEATURES,
                 "--lib",
                 "--tests",
                 "--examples",
@@ -52,7 +56,7 @@ pub fn test_on_lavapipe() -> Result<()> {
 }
 
 /// Installs Mesa's Vulkan drivers (lavapipe) and the Vulkan loader when absent.
-fn ensure_vulkan_driver() -> Result<()> {
+pub fn ensure_vulkan_driver() -> Result<()> {
     let have_loader = std::path::Path::new("/usr/lib/x86_64-linux-gnu/libvulkan.so.1").exists()
         || std::path::Path::new("/usr/lib/aarch64-linux-gnu/libvulkan.so.1").exists();
     let have_icd = std::fs::read_dir("/usr/share/vulkan/icd.d")

@@ -23,7 +23,9 @@ use rstar_agent::eval::{
     EvalOptions, EvalProtocol, EvalSummaryFile, run_eval_with_progress, write_outputs,
 };
 use rstar_agent::remote::{RemoteEngine, RemoteEngineConfig};
-use rstar_agent::scheduled::{PoolTools, Progress, ProgressFn, ScheduleConfig};
+use rstar_agent::scheduled::{
+    AsyncTools, PoolTools, Progress, ProgressFn, ScheduleConfig, ServerTools,
+};
 use rstar_agent::template::{Template, TemplateFormat};
 use rstar_agent::train::{ToolOptions, start_pool};
 
@@ -88,6 +90,10 @@ pub struct Args {
     /// Tool sandbox workers [default: one per CPU].
     #[arg(long, default_value_t = 0)]
     pub workers: usize,
+    /// Run the tool calls on code-judge servers (`rstar tools serve`, code-judge) at these
+    /// URLs, comma-separated, instead of the in-process sandbox; their own time limit applies.
+    #[arg(long, value_name = "URL[,URL…]", value_delimiter = ',')]
+    pub tools: Vec<String>,
     /// Per-call time limit of the tool, in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub tool_timeout: f64,
@@ -268,16 +274,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--tool-timeout must be a positive number of seconds (got {})",
         args.tool_timeout
     );
-    let pool = start_pool(&ToolOptions {
-        python: args.python.clone(),
-        workers: args.workers,
-        timeout_secs: args.tool_timeout,
-    })
-    .context("starting the tool sandbox (set --python or RSTAR_PYTHON)")?;
-    let tools = Arc::new(PoolTools {
-        pool: pool.pool().clone(),
-        timeout: Some(Duration::from_secs_f64(args.tool_timeout)),
-    });
+    // The in-process sandbox unless servers are given (kept alive for the whole run).
+    let (tools, _pool): (Arc<dyn AsyncTools>, _) = if args.tools.is_empty() {
+        let pool = start_pool(&ToolOptions {
+            python: args.python.clone(),
+            workers: args.workers,
+            timeout_secs: args.tool_timeout,
+        })
+        .context("starting the tool sandbox (set --python or RSTAR_PYTHON)")?;
+        let tools: Arc<dyn AsyncTools> = Arc::new(PoolTools {
+            pool: pool.pool().clone(),
+            timeout: Some(Duration::from_secs_f64(args.tool_timeout)),
+        });
+        (tools, Some(pool))
+    } else {
+        let tools: Arc<dyn AsyncTools> =
+            Arc::new(ServerTools::connect(&args.tools).context("--tools")?);
+        (tools, None)
+    };
     let eval_options = EvalOptions {
         samples,
         schedule: ScheduleConfig {

@@ -90,6 +90,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     config.gather = Duration::from_millis(args.gather_ms);
     config.default_max_tokens = args.default_max_tokens;
     config.max_in_flight = args.max_in_flight;
+    config.model_dir = Some(args.model.clone());
     config.template = match args.template {
         TemplateArg::Chatml => TemplateFormat::ChatMl,
         TemplateArg::Compact => TemplateFormat::Compact,

@@ -16,10 +16,11 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use rstar_agent::remote::EngineKind;
 use rstar_agent::train::rl::StepRecord;
 use rstar_agent::train::sft::SftStep;
 use rstar_agent::train::{
-    self as trainer, Observer, RocMode, RolloutDriver, RunOptions, SftOptions, TrainConfig,
+    self as trainer, Engines, Observer, RocMode, RolloutDriver, RunOptions, SftOptions, TrainConfig,
 };
 use rstar_scheduler::DispatchPolicy;
 
@@ -81,9 +82,20 @@ pub struct Args {
     /// on its own, per-turn seeds) [default: the preset's, lockstep].
     #[arg(long, value_name = "DRIVER")]
     pub rollout: Option<RolloutDriver>,
-    /// `--rollout scheduled`: local engines [default: 1].
-    #[arg(long, value_name = "N")]
-    pub engines: Option<usize>,
+    /// Where the scheduled driver's turns are written: a number of local engines
+    /// [default: 1], or the URLs of OpenAI-compatible servers (`rstar serve`, SGLang, vLLM),
+    /// comma-separated, which the trainer publishes its weights to before every step (URLs
+    /// imply `--rollout scheduled`).
+    #[arg(long, value_name = "N|URL[,URL…]")]
+    pub engines: Option<Engines>,
+    /// With `--engines URL…`: `rstar`, `sglang` or `vllm` [default: read from each server's
+    /// `/v1/models`].
+    #[arg(long, value_name = "KIND")]
+    pub engine_kind: Option<EngineKind>,
+    /// With `--engines URL…`: the directory weights are published to; every engine must be
+    /// able to read it [default: <out>/published].
+    #[arg(long, value_name = "DIR")]
+    pub publish_dir: Option<PathBuf>,
     /// `--rollout scheduled`: `static`, `least-requests` or `kv-aware` [default: kv-aware].
     #[arg(long, value_name = "POLICY")]
     pub dispatch: Option<DispatchPolicy>,
@@ -246,6 +258,8 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--rl-lr", args.rl_lr.is_some()),
         ("--rollout", args.rollout.is_some()),
         ("--engines", args.engines.is_some()),
+        ("--engine-kind", args.engine_kind.is_some()),
+        ("--publish-dir", args.publish_dir.is_some()),
         ("--dispatch", args.dispatch.is_some()),
         ("--record-entropy", args.record_entropy),
         ("--checkpoint-every", args.checkpoint_every.is_some()),
@@ -334,8 +348,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(driver) = args.rollout {
             config.rl.rollout_driver = driver;
         }
-        if let Some(engines) = args.engines {
-            config.rl.engines = engines;
+        if let Some(engines) = &args.engines {
+            if engines.urls().is_some() && args.rollout.is_none() {
+                config.rl.rollout_driver = RolloutDriver::Scheduled;
+            }
+            config.rl.engines = engines.clone();
+        }
+        if let Some(kind) = args.engine_kind {
+            config.rl.engine_kind = Some(kind);
+        }
+        if let Some(dir) = &args.publish_dir {
+            config.rl.publish_dir = Some(dir.clone());
         }
         if let Some(policy) = args.dispatch {
             config.rl.dispatch = policy;

@@ -70,6 +70,9 @@ pub struct TurnSample {
     pub logprobs: Vec<f32>,
     /// Per token, the entropy of the model's distribution; empty when not reported.
     pub entropies: Vec<f32>,
+    /// The version of the weights that wrote the turn, when the generator reports one
+    /// ([`LocalEngine::swap_weights`], `rstar serve`'s and SGLang's `weight_version`).
+    pub weight_version: Option<String>,
 }
 
 /// Writes assistant turns: a local policy, a remote server, a script.
@@ -157,14 +160,32 @@ pub struct TurnOptions {
 struct Job {
     spec: TurnSpec,
     options: TurnOptions,
-    reply: tokio::sync::oneshot::Sender<Result<Generation, String>>,
+    reply: tokio::sync::oneshot::Sender<Result<(Generation, Arc<str>), String>>,
 }
+
+/// What the engine thread is sent: a turn to write, or new weights to write the next ones.
+enum Message {
+    Job(Job),
+    Swap {
+        model: Box<Qwen>,
+        version: String,
+        done: tokio::sync::oneshot::Sender<()>,
+    },
+}
+
+/// The version [`LocalEngine`]s report before any [`LocalEngine::swap_weights`] (SGLang's
+/// default too).
+pub const INITIAL_WEIGHT_VERSION: &str = "default";
 
 /// A policy on its own thread: turns sent to it while it is busy wait, and are generated
 /// together in the next batched [`generate_requests`] call (continuous batching at turn
 /// granularity). Dropping the engine stops the thread.
+///
+/// [`swap_weights`](Self::swap_weights) replaces the model between batches: turns sent before
+/// the swap are written by the old weights, turns sent after it by the new ones, and every
+/// turn reports the version that wrote it.
 pub struct LocalEngine {
-    tx: Option<mpsc::Sender<Job>>,
+    tx: Option<mpsc::Sender<Message>>,
     thread: Option<JoinHandle<()>>,
     config: LocalEngineConfig,
 }
@@ -180,7 +201,7 @@ impl std::fmt::Debug for LocalEngine {
 impl LocalEngine {
     /// Starts the engine's thread with its own copy of the model.
     pub fn spawn(model: Qwen, tokenizer: Tokenizer, config: LocalEngineConfig) -> Self {
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<Message>();
         let thread_config = config.clone();
         let thread = std::thread::Builder::new()
             .name(format!("rstar-{}", config.name))
@@ -206,19 +227,23 @@ impl LocalEngine {
         spec: TurnSpec,
         options: TurnOptions,
     ) -> BoxFuture<'_, Result<Generation, BoxError>> {
+        let versioned = self.generate_versioned(spec, options);
+        Box::pin(async move { versioned.await.map(|(g, _)| g) })
+    }
+
+    /// [`generate_with`](Self::generate_with), with the version of the weights that wrote the
+    /// turn.
+    pub fn generate_versioned(
+        &self,
+        spec: TurnSpec,
+        options: TurnOptions,
+    ) -> BoxFuture<'_, Result<(Generation, Arc<str>), BoxError>> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = self
-            .tx
-            .as_ref()
-            .map(|tx| {
-                tx.send(Job {
-                    spec,
-                    options,
-                    reply,
-                })
-                .is_ok()
-            })
-            .unwrap_or(false);
+        let sent = self.send(Message::Job(Job {
+            spec,
+            options,
+            reply,
+        }));
         Box::pin(async move {
             if !sent {
                 return Err("the engine thread has stopped".into());
@@ -229,6 +254,36 @@ impl LocalEngine {
                 Err(_) => Err("the engine thread stopped before answering".into()),
             }
         })
+    }
+
+    /// Replaces the engine's weights with `model`'s, reported as `version` from then on. The
+    /// turns sent before this call are written by the old weights; the future resolves once
+    /// they are and the swap is done, so every turn sent afterwards uses the new ones.
+    ///
+    /// # Errors
+    /// The engine thread has stopped.
+    pub fn swap_weights(
+        &self,
+        model: Qwen,
+        version: impl Into<String>,
+    ) -> BoxFuture<'_, Result<(), BoxError>> {
+        let (done, swapped) = tokio::sync::oneshot::channel();
+        let sent = self.send(Message::Swap {
+            model: Box::new(model),
+            version: version.into(),
+            done,
+        });
+        Box::pin(async move {
+            if sent && swapped.await.is_ok() {
+                Ok(())
+            } else {
+                Err("the engine thread has stopped".into())
+            }
+        })
+    }
+
+    fn send(&self, message: Message) -> bool {
+        self.tx.as_ref().is_some_and(|tx| tx.send(message).is_ok())
     }
 }
 
@@ -251,28 +306,62 @@ impl TurnGenerator for LocalEngine {
     }
 
     fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>> {
-        let generation = self.generate_with(spec, TurnOptions::default());
+        let generation = self.generate_versioned(spec, TurnOptions::default());
         Box::pin(async move {
-            let g = generation.await?;
+            let (g, version) = generation.await?;
             Ok(TurnSample {
                 tokens: g.tokens,
                 logprobs: g.logprobs,
                 entropies: g.entropies,
+                weight_version: Some(version.to_string()),
             })
         })
     }
 }
 
-/// The engine thread: take the first waiting turn, gather the others, generate, answer.
-fn serve(model: Qwen, tokenizer: Tokenizer, config: LocalEngineConfig, rx: mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
+/// The engine thread: take the first waiting turn, gather the others, generate, answer; swap
+/// the weights when told, after the turns sent before the swap.
+fn serve(
+    mut model: Qwen,
+    tokenizer: Tokenizer,
+    config: LocalEngineConfig,
+    rx: mpsc::Receiver<Message>,
+) {
+    let mut version: Arc<str> = Arc::from(INITIAL_WEIGHT_VERSION);
+    // A swap met while gathering a batch: done once that batch is written.
+    let mut pending: Option<Message> = None;
+    loop {
+        let first = match pending.take() {
+            Some(message) => message,
+            None => match rx.recv() {
+                Ok(message) => message,
+                Err(_) => return,
+            },
+        };
+        let first = match first {
+            Message::Job(job) => job,
+            Message::Swap {
+                model: new,
+                version: v,
+                done,
+            } => {
+                model = *new;
+                version = Arc::from(v);
+                let _ = done.send(());
+                continue;
+            }
+        };
         let mut jobs = vec![first];
         if !config.gather.is_zero() {
             std::thread::sleep(config.gather);
         }
         while jobs.len() < config.max_batch.max(1) {
             match rx.try_recv() {
-                Ok(job) => jobs.push(job),
+                Ok(Message::Job(job)) => jobs.push(job),
+                Ok(swap) => {
+                    pending = Some(swap);
+                    break;
+                }
                 Err(_) => break,
             }
         }
@@ -291,13 +380,16 @@ fn serve(model: Qwen, tokenizer: Tokenizer, config: LocalEngineConfig, rx: mpsc:
             if !context.is_empty() && context.len() >= max_pos {
                 // The context fills the model: nothing more can be written (an empty turn,
                 // which the scheduled driver records as a truncated response).
-                let _ = job.reply.send(Ok(rstar_policy::Generation {
-                    tokens: Vec::new(),
-                    text: String::new(),
-                    logprobs: Vec::new(),
-                    entropies: Vec::new(),
-                    finish_reason: rstar_policy::FinishReason::Length,
-                }));
+                let _ = job.reply.send(Ok((
+                    rstar_policy::Generation {
+                        tokens: Vec::new(),
+                        text: String::new(),
+                        logprobs: Vec::new(),
+                        entropies: Vec::new(),
+                        finish_reason: rstar_policy::FinishReason::Length,
+                    },
+                    Arc::clone(&version),
+                )));
                 continue;
             }
             let problem = if context.is_empty() {
@@ -329,7 +421,7 @@ fn serve(model: Qwen, tokenizer: Tokenizer, config: LocalEngineConfig, rx: mpsc:
             }
         }
         for (sampling, eos, jobs) in groups {
-            generate_group(&model, &tokenizer, &config, sampling, eos, jobs);
+            generate_group(&model, &tokenizer, &config, sampling, eos, jobs, &version);
         }
     }
 }
@@ -342,6 +434,7 @@ fn generate_group(
     sampling: Sampling,
     eos: Vec<u32>,
     jobs: Vec<Job>,
+    version: &Arc<str>,
 ) {
     let requests: Vec<Request> = jobs
         .iter()
@@ -379,7 +472,7 @@ fn generate_group(
     match generated {
         Ok(outputs) => {
             for (job, g) in jobs.into_iter().zip(outputs) {
-                let _ = job.reply.send(Ok(g));
+                let _ = job.reply.send(Ok((g, Arc::clone(version))));
             }
         }
         Err(message) => {

@@ -40,6 +40,7 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rstar_policy::{Sampling, Tokenizer};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::engine::{BoxError, BoxFuture, TurnGenerator, TurnSample, TurnSpec};
@@ -384,10 +385,16 @@ impl RemoteEngine {
             })
             .filter(|lps| lps.len() == tokens.len())
             .unwrap_or_default();
+        // `rstar serve` reports the version per choice; SGLang in the response's metadata.
+        let weight_version = choice["weight_version"]
+            .as_str()
+            .or_else(|| answer["metadata"]["weight_version"].as_str())
+            .map(str::to_string);
         Ok(TurnSample {
             tokens,
             logprobs,
             entropies: Vec::new(),
+            weight_version,
         })
     }
 
@@ -420,6 +427,137 @@ impl RemoteEngine {
             .call(Method::POST, "/v1/completions", Some(&body))
             .await?;
         self.read_choice(&answer)
+    }
+}
+
+/// What serves an engine's URL, which says how its weights are updated
+/// ([`RemoteEngine::load_weights`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// `rstar serve`: SGLang's `/update_weights_from_disk`, with versions.
+    Rstar,
+    /// SGLang: `/update_weights_from_disk`, with versions.
+    Sglang,
+    /// vLLM: `/collective_rpc` `reload_weights`, then `/reset_prefix_cache`; no versions.
+    Vllm,
+}
+
+impl EngineKind {
+    /// The kind's name: `rstar`, `sglang`, `vllm`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Rstar => "rstar",
+            EngineKind::Sglang => "sglang",
+            EngineKind::Vllm => "vllm",
+        }
+    }
+
+    /// Whether the server reports the version of the weights that wrote each completion.
+    pub fn reports_versions(self) -> bool {
+        !matches!(self, EngineKind::Vllm)
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "rstar" => Ok(EngineKind::Rstar),
+            "sglang" => Ok(EngineKind::Sglang),
+            "vllm" => Ok(EngineKind::Vllm),
+            other => Err(format!(
+                "`{other}` is not an engine kind: expected `rstar`, `sglang` or `vllm`"
+            )),
+        }
+    }
+}
+
+impl RemoteEngine {
+    /// The server's kind, from the `owned_by` of its first model in `GET /v1/models`
+    /// (`rstar`, `sglang`, `vllm`).
+    ///
+    /// # Errors
+    /// The server does not answer, or names another owner (give the kind explicitly then).
+    pub async fn detect_kind(&self) -> Result<EngineKind, AgentError> {
+        let models = self.call(Method::GET, "/v1/models", None).await?;
+        let owner = models["data"][0]["owned_by"].as_str().unwrap_or("");
+        owner.parse().map_err(|_| {
+            self.error(format!(
+                "/v1/models says the model is owned by `{owner}`; cannot tell whether this is rstar serve, SGLang or vLLM (give the kind: --engine-kind rstar|sglang|vllm)"
+            ))
+        })
+    }
+
+    /// Makes the server serve the HF weights in `dir` (a directory it can read) from its next
+    /// request on, as `version` where the kind keeps versions:
+    /// - `rstar` and `sglang`: `POST /update_weights_from_disk {model_path, weight_version}`,
+    ///   then `GET /get_weight_version` must say `version`;
+    /// - `vllm`: `POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path"}}`,
+    ///   then `POST /reset_prefix_cache` (cached prefixes hold the old weights' KV).
+    ///
+    /// # Errors
+    /// The server refuses or fails the update, or reports another version afterwards.
+    pub async fn load_weights(
+        &self,
+        kind: EngineKind,
+        dir: &std::path::Path,
+        version: &str,
+    ) -> Result<(), AgentError> {
+        let path = dir.to_string_lossy();
+        match kind {
+            EngineKind::Rstar | EngineKind::Sglang => {
+                let body = json!({ "model_path": path, "weight_version": version });
+                let answer = self
+                    .call(Method::POST, "/update_weights_from_disk", Some(&body))
+                    .await?;
+                if answer["success"] == Value::Bool(false) {
+                    return Err(self.error(format!(
+                        "/update_weights_from_disk: {}",
+                        answer["message"].as_str().unwrap_or("failed")
+                    )));
+                }
+                let served = self.weight_version().await?;
+                if served.as_deref() != Some(version) {
+                    return Err(self.error(format!(
+                        "after the update the server reports weight version {served:?}, not `{version}`"
+                    )));
+                }
+            }
+            EngineKind::Vllm => {
+                let body = json!({
+                    "method": "reload_weights",
+                    "kwargs": { "weights_path": path },
+                });
+                self.call(Method::POST, "/collective_rpc", Some(&body))
+                    .await?;
+                self.call_no_body(Method::POST, "/reset_prefix_cache")
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The weight version the server reports (`GET /get_weight_version`, `rstar serve` and
+    /// SGLang).
+    ///
+    /// # Errors
+    /// The server does not answer, or its answer has no `weight_version` string.
+    pub async fn weight_version(&self) -> Result<Option<String>, AgentError> {
+        let answer = self.call(Method::GET, "/get_weight_version", None).await?;
+        Ok(answer["weight_version"].as_str().map(str::to_string))
+    }
+
+    /// [`call`](Self::call) for routes that answer 2xx with an empty or non-JSON body.
+    async fn call_no_body(&self, method: Method, path: &str) -> Result<(), AgentError> {
+        match self.exchange(method, path, None).await {
+            Ok((status, _)) if status.is_success() => Ok(()),
+            Ok((status, bytes)) => {
+                Err(self.error(format!("{path}: HTTP {status}: {}", error_message(&bytes))))
+            }
+            Err(failure) => Err(self.error(failure.message)),
+        }
     }
 }
 

@@ -117,6 +117,107 @@ impl AsyncTools for PoolTools {
     }
 }
 
+/// Tool calls on code-judge servers (`rstar tools serve`, code-judge itself) through
+/// [`rstar_toolserver`]'s batching client: calls are grouped into batches, spread over the
+/// servers by their queues, and retried on queue timeouts and transport errors (a server that
+/// dies has its calls retried on the others). The answer is written as the in-process pool
+/// writes it ([`ToolOutcome::code_judge`]), so a rollout scores the same either way.
+///
+/// The client runs on a small runtime of its own, so the tools can serve any number of
+/// scheduled runs, each on its own runtime. `jupyter_code` calls need the in-process sandbox
+/// (their cells share state) and are answered with an error here.
+pub struct ServerTools {
+    client: rstar_toolserver::Client,
+    urls: Vec<String>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for ServerTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTools")
+            .field("urls", &self.urls)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerTools {
+    /// A client of the servers at `urls` (`http://host:port`), with each call's wall-clock
+    /// limit given to the servers' own.
+    ///
+    /// # Errors
+    /// No URL, a bad URL, or a runtime that cannot start.
+    pub fn connect(urls: &[String]) -> Result<Self, AgentError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("rstar-tools-client")
+            .enable_all()
+            .build()
+            .map_err(|e| AgentError::Io {
+                path: "<tokio runtime>".into(),
+                source: e,
+            })?;
+        let client = {
+            let _inside = runtime.enter();
+            urls.iter()
+                .fold(rstar_toolserver::Client::builder(), |b, u| {
+                    b.endpoint(u.clone())
+                })
+                .build()
+                .map_err(|e| AgentError::Remote {
+                    url: urls.join(","),
+                    message: e.to_string(),
+                })?
+        };
+        Ok(ServerTools {
+            client,
+            urls: urls.to_vec(),
+            runtime: Some(runtime),
+        })
+    }
+
+    /// The servers' URLs.
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+}
+
+impl Drop for ServerTools {
+    fn drop(&mut self) {
+        // Possibly dropped inside another runtime: shut this one down without blocking.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl AsyncTools for ServerTools {
+    fn run(&self, call: ToolCall, _history: Vec<String>) -> BoxFuture<'_, ToolOutcome> {
+        Box::pin(async move {
+            if matches!(call.name, ToolName::JupyterCode) {
+                return ToolOutcome::code_judge(
+                    false,
+                    "invalid_input",
+                    "",
+                    "jupyter_code needs the in-process sandbox: its cells share state, which a code-judge server does not keep",
+                    0.0,
+                );
+            }
+            let mut submission = rstar_toolserver::api::Submission::python(call.code);
+            if !call.input.is_empty() {
+                submission.input = Some(call.input);
+            }
+            let r = self.client.run(submission).await;
+            ToolOutcome::code_judge(
+                r.run_success,
+                r.reason.as_str(),
+                r.stdout.as_deref().unwrap_or(""),
+                r.stderr.as_deref().unwrap_or(""),
+                r.cost,
+            )
+        })
+    }
+}
+
 /// How a scheduled rollout runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleConfig {
@@ -183,6 +284,13 @@ pub struct ScheduledOutput {
     pub dispatch: DispatchStats,
     /// Per generator, the turns it wrote.
     pub turns_per_engine: Vec<usize>,
+    /// Per trajectory (same order), the generator's log-probability of each assistant token
+    /// (as [`Trajectory::token_logprobs`](crate::episode::Trajectory) counts them) when every
+    /// turn reported them, for comparing with the trainer's recomputation; `None` otherwise.
+    pub engine_logprobs: Vec<Option<Vec<f32>>>,
+    /// Per trajectory, the weight version that wrote its turns when the generators report one
+    /// (versions joined with `,` in the order met if its turns saw several).
+    pub weight_versions: Vec<Option<String>>,
 }
 
 struct Slot<T: TextTokenizer> {
@@ -195,6 +303,11 @@ struct Slot<T: TextTokenizer> {
     counted: bool,
     /// Whether the episode's assistant turns carry token statistics (set by the first turn).
     with_stats: Option<bool>,
+    /// The generator's log-probability of each kept assistant token, while every turn has
+    /// reported them (`None` from the first turn that did not).
+    logprobs: Option<Vec<f32>>,
+    /// The weight versions that wrote the turns, in the order met.
+    versions: Vec<String>,
 }
 
 struct Shared<T: TextTokenizer> {
@@ -311,6 +424,14 @@ impl<T: TextTokenizer + Send + 'static> Engine for EngineAdapter<T> {
             let kept = sample.tokens[..sample.tokens.len().min(max_tokens)].to_vec();
             let mut slot = shared.slot(request.rollout)?;
             let before = shared.response_len(slot.ep()?);
+            if let Some(v) = &sample.weight_version
+                && !slot.versions.contains(v)
+            {
+                slot.versions.push(v.clone());
+            }
+            let sample_len = sample.tokens.len();
+            let turn_logprobs =
+                (sample.logprobs.len() == sample_len).then(|| sample.logprobs.clone());
             let has_stats = shared.record_entropy
                 && sample.entropies.len() == sample.tokens.len()
                 && sample.logprobs.len() == sample.tokens.len();
@@ -330,6 +451,16 @@ impl<T: TextTokenizer + Send + 'static> Engine for EngineAdapter<T> {
                     .push_assistant_sampled(&sample.tokens, stats)?
             } else {
                 slot.ep_mut()?.push_assistant_ids(&sample.tokens)?
+            };
+            // The generator's log-probs of the tokens the episode kept: it keeps as many of
+            // the sampled ids as its budget has room for.
+            let added = sample_len.min(shared.max_response.saturating_sub(before));
+            slot.logprobs = match (slot.logprobs.take(), turn_logprobs) {
+                (Some(mut all), Some(turn)) => {
+                    all.extend_from_slice(&turn[..added]);
+                    Some(all)
+                }
+                _ => None,
             };
             // The tool turn (if any, and if a malformed call was already answered) starts
             // right after the assistant turn.
@@ -501,6 +632,8 @@ where
                 tool_start: 0,
                 counted: false,
                 with_stats: None,
+                logprobs: Some(Vec::new()),
+                versions: Vec::new(),
             }));
         }
     }
@@ -568,23 +701,24 @@ where
         ..RolloutStats::default()
     };
     let mut trajectories = Vec::with_capacity(shared.slots.len());
+    let mut engine_logprobs = Vec::with_capacity(shared.slots.len());
+    let mut weight_versions = Vec::with_capacity(shared.slots.len());
     for (slot, p) in shared
         .slots
         .iter()
         .zip(prompts.iter().flat_map(|p| std::iter::repeat_n(p, samples)))
     {
-        let episode = slot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .episode
-            .take()
-            .ok_or_else(|| {
-                rstar_episode::Error::EpisodeState("a rollout was collected twice".into())
-            })?;
+        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+        let episode = slot.episode.take().ok_or_else(|| {
+            rstar_episode::Error::EpisodeState("a rollout was collected twice".into())
+        })?;
         let mut t = episode.finish_scored(|text| score(text, &p.answer, config.verifier))?;
         if !config.record_entropy {
             t.strip_token_stats();
         }
+        let assistant_tokens = t.assistant_token_count();
+        engine_logprobs.push(slot.logprobs.take().filter(|l| l.len() == assistant_tokens));
+        weight_versions.push((!slot.versions.is_empty()).then(|| slot.versions.join(",")));
         trajectories.push(t);
     }
     Ok(ScheduledOutput {
@@ -594,6 +728,8 @@ where
         },
         dispatch: report.stats,
         turns_per_engine: counters.iter().map(|c| c.load(Ordering::SeqCst)).collect(),
+        engine_logprobs,
+        weight_versions,
     })
 }
 

@@ -10,6 +10,16 @@
 //! | `POST /v1/chat/completions` | `messages` rendered with the template's chat layout, then continued |
 //! | `GET /v1/models` | the one served model, with vLLM's `max_model_len` |
 //! | `GET /health` | 200 while the server runs |
+//! | `POST /update_weights_from_disk` | SGLang's: load `model_path` (an HF directory of the same architecture) into every engine, reported as `weight_version` |
+//! | `POST /collective_rpc` | vLLM's, method `reload_weights` only: reload from `kwargs.weights_path`, else from the served directory |
+//! | `POST /reset_prefix_cache` | vLLM's; there is no prefix cache to reset, so it only answers 200 |
+//! | `GET /get_weight_version` | SGLang's: `{"weight_version": …}` (`"default"` until the first update) |
+//!
+//! Weight updates are how a trainer keeps its rollout engines on-policy: it writes its new
+//! weights to a directory and calls one of the two update routes. Requests already waiting
+//! are answered by the old weights, later ones by the new; every completion reports the
+//! version that wrote it, per choice (`weight_version`) and as SGLang does
+//! (`metadata.weight_version`, the oldest of the choices').
 //!
 //! Requests are answered by [`LocalEngine`]s, so concurrent requests (and the `n` choices of
 //! one request) are batched into one generation call. Each request carries its own sampler and
@@ -39,6 +49,7 @@
 //! ```
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -50,7 +61,8 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use rstar_policy::{FinishReason, Generation, Qwen, Sampling, Tokenizer};
+use burn::tensor::Device;
+use rstar_policy::{FinishReason, Generation, Qwen, QwenConfig, Sampling, Tokenizer};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -88,6 +100,9 @@ pub struct ServeConfig {
     /// The most choices being generated or waiting at once, over all requests; a request that
     /// would exceed it is answered 429 at once instead of queueing without bound.
     pub max_in_flight: usize,
+    /// The served model's directory: what vLLM's `reload_weights` without a `weights_path`
+    /// reloads (`None`: such a call is refused).
+    pub model_dir: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -107,6 +122,7 @@ impl ServeConfig {
             default_max_tokens: 16,
             max_choices: 256,
             max_in_flight: 1024,
+            model_dir: None,
         }
     }
 
@@ -201,6 +217,8 @@ pub fn router(
     let max_model_len = model.config.max_position_embeddings;
     let vocab_size = model.config.vocab_size.min(tokenizer.vocab_size());
     let eos = model.config.eos_token_ids.clone();
+    let model_config = model.config.clone();
+    let device = model.device();
     let engines = (0..config.engines)
         .map(|i| {
             let mut engine_config = LocalEngineConfig::new(Vec::new());
@@ -226,12 +244,20 @@ pub fn router(
         in_flight: Arc::new(tokio::sync::Semaphore::new(config.max_in_flight.max(1))),
         chat_system,
         config: config.clone(),
+        model_config,
+        device,
+        weight_version: std::sync::RwLock::new(crate::engine::INITIAL_WEIGHT_VERSION.to_string()),
+        updating: tokio::sync::Mutex::new(()),
     });
     Ok(Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/health", get(health))
+        .route("/update_weights_from_disk", post(update_weights_from_disk))
+        .route("/collective_rpc", post(collective_rpc))
+        .route("/reset_prefix_cache", post(reset_prefix_cache))
+        .route("/get_weight_version", get(get_weight_version))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -257,6 +283,14 @@ struct AppState {
     /// The system turn a chat without a system message gets.
     chat_system: String,
     config: ServeConfig,
+    /// The served architecture: new weights must have exactly this one.
+    model_config: QwenConfig,
+    /// Where new weights are loaded.
+    device: Device,
+    /// The version of the weights every engine holds (after the last finished update).
+    weight_version: std::sync::RwLock<String>,
+    /// One weight update at a time.
+    updating: tokio::sync::Mutex<()>,
 }
 
 fn unix_now() -> u64 {
@@ -618,7 +652,7 @@ async fn generate_all(
     prompts: &[(Vec<u32>, usize)],
     common: &Common,
     stop_strings: Vec<String>,
-) -> Result<Vec<Generation>, ApiError> {
+) -> Result<(Vec<Generation>, Vec<Arc<str>>), ApiError> {
     let request = state.requests.fetch_add(1, Ordering::Relaxed);
     let base_seed = common.seed.unwrap_or_else(rand::random);
     let options = TurnOptions {
@@ -665,13 +699,13 @@ async fn generate_all(
                     .min_by_key(|s| s.in_flight.load(Ordering::Relaxed))
                     .expect("at least one engine");
                 slot.in_flight.fetch_add(1, Ordering::Relaxed);
-                let out = slot.engine.generate_with(spec, options).await;
+                let out = slot.engine.generate_versioned(spec, options).await;
                 slot.in_flight.fetch_sub(1, Ordering::Relaxed);
                 (index, out.map_err(|e| e.to_string()))
             });
         }
     }
-    let mut out: Vec<Option<Generation>> = (0..tasks.len()).map(|_| None).collect();
+    let mut out: Vec<Option<(Generation, Arc<str>)>> = (0..tasks.len()).map(|_| None).collect();
     while let Some(joined) = tasks.join_next().await {
         let (index, result) = joined.map_err(|e| ApiError {
             status: StatusCode::INTERNAL_SERVER_ERROR,
@@ -687,7 +721,30 @@ async fn generate_all(
         })?);
     }
     drop(permits);
-    Ok(out.into_iter().flatten().collect())
+    Ok(out.into_iter().flatten().unzip())
+}
+
+/// A response's `metadata`, as SGLang writes it: the version of the weights that wrote the
+/// choices (the oldest, in the rare case a weight update landed between them).
+fn metadata(versions: &[Arc<str>]) -> Value {
+    let oldest = versions
+        .iter()
+        .min_by_key(|v| version_order(v))
+        .map(|v| &**v);
+    json!({ "weight_version": oldest })
+}
+
+/// Versions sort numerically when they are numbers (`step-12` after `step-9`), else as text;
+/// `default` comes first.
+fn version_order(v: &str) -> (u8, u64, String) {
+    if v == crate::engine::INITIAL_WEIGHT_VERSION {
+        return (0, 0, String::new());
+    }
+    let digits: String = v.chars().filter(char::is_ascii_digit).collect();
+    match digits.parse::<u64>() {
+        Ok(n) => (1, n, v.to_string()),
+        Err(_) => (2, 0, v.to_string()),
+    }
 }
 
 /// The choice's text: the generated text without the stop string unless asked to keep it.
@@ -760,11 +817,13 @@ async fn completions(
             Ok((p, b))
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
-    let generations = generate_all(&state, &prompts, &common, common.stop.clone()).await?;
+    let (generations, versions) =
+        generate_all(&state, &prompts, &common, common.stop.clone()).await?;
     let choices: Vec<Value> = generations
         .iter()
+        .zip(&versions)
         .enumerate()
-        .map(|(index, g)| {
+        .map(|(index, (g, version))| {
             let (reason, stop_reason) = finish_reason(g);
             let logprobs = logprobs.map(|_| {
                 json!({
@@ -781,6 +840,7 @@ async fn completions(
                 "stop_reason": stop_reason,
                 "logprobs": logprobs,
                 "token_ids": g.tokens,
+                "weight_version": &**version,
             })
         })
         .collect();
@@ -791,6 +851,7 @@ async fn completions(
         "model": state.config.model_name,
         "choices": choices,
         "usage": usage(&prompts, &generations),
+        "metadata": metadata(&versions),
     })))
 }
 
@@ -831,7 +892,7 @@ async fn chat_completions(
         .map(|s| s.to_string())
         .collect();
     stops.extend(common.stop.iter().cloned());
-    let generations = generate_all(&state, &prompts, &common, stops).await?;
+    let (generations, versions) = generate_all(&state, &prompts, &common, stops).await?;
     // The compact template's stop strings close a tool call or an answer: they are content.
     let keep: Vec<&str> = match state.config.template {
         TemplateFormat::Compact => template.stop_strings().to_vec(),
@@ -839,8 +900,9 @@ async fn chat_completions(
     };
     let choices: Vec<Value> = generations
         .iter()
+        .zip(&versions)
         .enumerate()
-        .map(|(index, g)| {
+        .map(|(index, (g, version))| {
             let (reason, stop_reason) = finish_reason(g);
             let mut content = choice_text(g, common.include_stop, &keep);
             if let Some(stripped) = content.strip_suffix("<|im_end|>") {
@@ -868,6 +930,7 @@ async fn chat_completions(
                 "stop_reason": stop_reason,
                 "logprobs": logprobs,
                 "token_ids": g.tokens,
+                "weight_version": &**version,
             })
         })
         .collect();
@@ -878,6 +941,7 @@ async fn chat_completions(
         "model": state.config.model_name,
         "choices": choices,
         "usage": usage(&prompts, &generations),
+        "metadata": metadata(&versions),
     })))
 }
 
@@ -910,6 +974,174 @@ async fn models(State(state): State<Arc<AppState>>) -> axum::Json<Value> {
             "max_model_len": state.max_model_len,
         }],
     }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weight updates
+
+/// SGLang's `UpdateWeightFromDiskReqInput` (the fields this server reads; others are ignored).
+#[derive(Deserialize)]
+struct UpdateFromDisk {
+    model_path: Option<String>,
+    load_format: Option<String>,
+    weight_version: Option<String>,
+}
+
+/// vLLM's `/collective_rpc` body.
+#[derive(Deserialize)]
+struct CollectiveRpc {
+    method: Option<String>,
+    #[serde(default)]
+    kwargs: Option<Map<String, Value>>,
+}
+
+/// Loads the HF directory `dir` (the served architecture, else a 400) and swaps it into every
+/// engine, reported as `version` (the current one when `None`). Answers after every engine
+/// has the new weights.
+async fn update_weights(
+    state: &Arc<AppState>,
+    dir: PathBuf,
+    version: Option<String>,
+) -> Result<String, ApiError> {
+    let _one_at_a_time = state.updating.lock().await;
+    let device = state.device.clone();
+    let path = dir.clone();
+    let loaded = tokio::task::spawn_blocking(move || rstar_policy::load_model(&path, &device))
+        .await
+        .map_err(|e| ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            kind: "server_error",
+            message: format!("loading the weights failed: {e}"),
+            param: None,
+        })?
+        .map_err(|e| {
+            ApiError::invalid(
+                Some("model_path"),
+                format!("cannot load {}: {e}", dir.display()),
+            )
+        })?;
+    if loaded.config != state.model_config {
+        return Err(ApiError::invalid(
+            Some("model_path"),
+            format!(
+                "{} holds another architecture than the served model ({:?} vs {:?})",
+                dir.display(),
+                loaded.config,
+                state.model_config
+            ),
+        ));
+    }
+    let version = version.unwrap_or_else(|| current_version(state));
+    for slot in &state.engines {
+        slot.engine
+            .swap_weights(loaded.clone(), version.clone())
+            .await
+            .map_err(|e| ApiError {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                kind: "server_error",
+                message: format!("swapping the weights failed: {e}"),
+                param: None,
+            })?;
+    }
+    *state
+        .weight_version
+        .write()
+        .unwrap_or_else(|p| p.into_inner()) = version.clone();
+    Ok(version)
+}
+
+fn current_version(state: &AppState) -> String {
+    state
+        .weight_version
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
+async fn update_weights_from_disk(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let outcome = async {
+        let request: UpdateFromDisk = parse_body(&body_bytes(body)?)?;
+        let path = request
+            .model_path
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| ApiError::field("model_path", "is required"))?;
+        if let Some(format) = request.load_format.filter(|f| f != "auto") {
+            return Err(ApiError::field(
+                "load_format",
+                format!("`{format}` is not supported (only `auto`: HF safetensors)"),
+            ));
+        }
+        update_weights(&state, PathBuf::from(path), request.weight_version).await
+    }
+    .await;
+    // SGLang's answer: `success` and `message`, 200 or 400.
+    match outcome {
+        Ok(version) => axum::Json(json!({
+            "success": true,
+            "message": format!("Succeeded to update model weights (version {version})."),
+            "num_paused_requests": 0,
+        }))
+        .into_response(),
+        Err(e) => (
+            e.status,
+            axum::Json(json!({ "success": false, "message": e.message })),
+        )
+            .into_response(),
+    }
+}
+
+async fn collective_rpc(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let request: CollectiveRpc = parse_body(&body_bytes(body)?)?;
+    match request.method.as_deref() {
+        Some("reload_weights") => {}
+        Some(other) => {
+            return Err(ApiError::field(
+                "method",
+                format!("`{other}` is not supported (only `reload_weights`)"),
+            ));
+        }
+        None => return Err(ApiError::field("method", "is required")),
+    }
+    let kwargs = request.kwargs.unwrap_or_default();
+    let text = |key: &str| -> Result<Option<String>, ApiError> {
+        match kwargs.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(ApiError::field(
+                &format!("kwargs.{key}"),
+                "must be a string",
+            )),
+        }
+    };
+    let dir = match (text("weights_path")?, &state.config.model_dir) {
+        (Some(path), _) => PathBuf::from(path),
+        (None, Some(dir)) => dir.clone(),
+        (None, None) => {
+            return Err(ApiError::field(
+                "kwargs.weights_path",
+                "is required: this server was not started from a model directory",
+            ));
+        }
+    };
+    update_weights(&state, dir, text("weight_version")?).await?;
+    // One result per worker, as vLLM answers.
+    Ok(axum::Json(
+        json!({ "results": vec![Value::Null; state.engines.len()] }),
+    ))
+}
+
+async fn reset_prefix_cache() -> StatusCode {
+    StatusCode::OK
+}
+
+async fn get_weight_version(State(state): State<Arc<AppState>>) -> axum::Json<Value> {
+    axum::Json(json!({ "weight_version": current_version(&state) }))
 }
 
 async fn health() -> StatusCode {
@@ -1233,6 +1465,10 @@ mod tests {
             in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
             chat_system: default_system_turn(format),
             config,
+            model_config: QwenConfig::tiny_char(),
+            device: Device::flex(),
+            weight_version: std::sync::RwLock::new("default".into()),
+            updating: tokio::sync::Mutex::new(()),
         }
     }
 

@@ -8,4 +8,5 @@ mod serve {
     mod errors;
     mod openai_client;
     mod remote;
+    mod weights;
 }

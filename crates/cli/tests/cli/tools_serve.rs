@@ -63,3 +63,87 @@ fn serve_rejects_bad_options() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--queue-timeout must be positive"));
 }
+
+#[test]
+fn eval_with_tools_on_two_servers_scores_as_the_in_process_sandbox() {
+    use rstar_agent::eval::EvalSummaryFile;
+    use rstar_policy::{Tokenizer, WeightDtype, save_dir};
+
+    use super::common::{command, run};
+    use super::train_common::{overfit, prompts, tasks};
+
+    let dir = tempfile::tempdir().unwrap();
+    // A policy that writes the format, so that its rollouts call the tools.
+    let ts = tasks(6, 21);
+    let model_dir = dir.path().join("model");
+    save_dir(
+        &overfit(&ts, 100),
+        &Tokenizer::char(),
+        &model_dir,
+        WeightDtype::F32,
+    )
+    .unwrap();
+    let data = dir.path().join("problems.jsonl");
+    let lines: Vec<String> = prompts(&ts)
+        .iter()
+        .map(|p| serde_json::to_string(p).unwrap())
+        .collect();
+    std::fs::write(&data, lines.join("\n") + "\n").unwrap();
+    let server = || {
+        Listening::start(
+            command()
+                .args([
+                    "tools",
+                    "serve",
+                    "--port",
+                    "0",
+                    "--workers",
+                    "1",
+                    "--python",
+                ])
+                .arg(rstar_testdata::python()),
+        )
+    };
+    let servers = [server(), server()];
+    let urls: Vec<String> = servers
+        .iter()
+        .map(|s| format!("http://{}", s.addr))
+        .collect();
+    let python = rstar_testdata::python();
+    let eval = |name: &str, extra: &[&str]| -> EvalSummaryFile {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            "eval",
+            "--model",
+            model_dir.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+            "--samples",
+            "2",
+            "--temperature",
+            "0.6",
+            "--max-response-tokens",
+            "160",
+            "--seed",
+            "5",
+            "--workers",
+            "1",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let r = run(&args, None, &[("RSTAR_PYTHON", python.as_os_str())]);
+        assert_eq!(r.code, 0, "{name}: {}", r.stderr);
+        serde_json::from_str(&r.out()).unwrap()
+    };
+    let local = eval("local", &[]);
+    let remote = eval("remote", &["--tools", &urls.join(",")]);
+    let (l, r) = (&local.summary, &remote.summary);
+    assert!(l.tool_calls_per_sample > 0.5, "{l:?}");
+    assert_eq!(
+        (l.avg_at_k, l.tool_calls_per_sample, l.tool_error_rate),
+        (r.avg_at_k, r.tool_calls_per_sample, r.tool_error_rate),
+        "{l:?}\n{r:?}"
+    );
+}

@@ -150,6 +150,17 @@ fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
         stderr.contains("`tpu`") && stderr.contains("`wgpu`"),
         "{stderr}"
     );
+    // A backend this build lacks names its feature (`cargo xtask ci` builds `wgpu` in, never
+    // `cuda`).
+    #[cfg(not(feature = "cuda"))]
+    {
+        let (ok, _, stderr) = rstar(&["train", "--backend", "cuda", "--out", "/nonexistent/x"]);
+        assert!(!ok);
+        assert!(
+            stderr.contains("without the `cuda` feature") && stderr.contains("--features cuda"),
+            "{stderr}"
+        );
+    }
     #[cfg(not(feature = "wgpu"))]
     {
         let (ok, _, stderr) = rstar(&["train", "--backend", "wgpu", "--out", "/nonexistent/x"]);

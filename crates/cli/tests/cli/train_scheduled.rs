@@ -7,15 +7,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 use burn::optim::ModuleOptimizer;
+use burn::tensor::Device;
 use rstar_agent::episode::Trajectory;
 use rstar_agent::scheduled::{AsyncTools, PoolTools};
 use rstar_agent::train::rl::{self, StepInputs, StepRecord};
-use rstar_agent::train::{RolloutDriver, TrainConfig, optim::adamw};
+use rstar_agent::train::{Engines, RolloutDriver, TrainConfig, optim::adamw};
 use rstar_curriculum::{CurriculumConfig, Stage};
-use rstar_policy::{Qwen, Tokenizer};
+use rstar_policy::{Qwen, Tokenizer, WeightDtype, save_dir};
 use rstar_scheduler::DispatchPolicy;
 use serde_json::Value;
 
+use super::common::{Listening, command};
+use super::serve_common::http;
 use super::train::rstar;
 use super::train_common::{jsonl, overfit_trainable, pool, prompts, tasks, tiny_config, tools};
 
@@ -29,7 +32,7 @@ fn scheduled_step(
     options.group_size = 2;
     options.prompts_per_step = 3;
     options.rollout_driver = RolloutDriver::Scheduled;
-    options.engines = engines;
+    options.engines = Engines::Local(engines);
     options.dispatch = dispatch;
     let stage = Stage::new("s", 120, 3).steps(1);
     let pool_now = prompts(&ts);
@@ -139,7 +142,7 @@ fn a_smoke_run_with_scheduled_rollouts_writes_the_usual_files_without_entropies(
     let saved: TrainConfig =
         serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
     assert_eq!(saved.rl.rollout_driver, RolloutDriver::Scheduled);
-    assert_eq!(saved.rl.engines, 2);
+    assert_eq!(saved.rl.engines, Engines::Local(2));
     assert!(!saved.record_entropy);
     let metrics: Vec<Value> = jsonl(&out.join("metrics.jsonl"));
     assert_eq!(metrics.len(), 2);
@@ -254,7 +257,7 @@ fn configs_without_the_new_fields_still_read_and_a_bad_driver_is_named() {
     std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
     let old = TrainConfig::from_json_file(&path).unwrap();
     assert_eq!(old.rl.rollout_driver, RolloutDriver::Lockstep);
-    assert_eq!(old.rl.engines, 1);
+    assert_eq!(old.rl.engines, Engines::Local(1));
     assert_eq!(old.rl.dispatch, DispatchPolicy::KvAware);
     assert!(!old.record_entropy);
     assert_eq!(old, TrainConfig::smoke());
@@ -276,4 +279,156 @@ fn configs_without_the_new_fields_still_read_and_a_bad_driver_is_named() {
     std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
     let err = TrainConfig::from_json_file(&path).unwrap_err().to_string();
     assert!(err.contains("`rl.engines`"), "{err}");
+}
+
+#[test]
+fn remote_engines_write_each_step_with_the_weights_published_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let stages = vec![
+        Stage::new("short", 96, 2).steps(2),
+        Stage::new("long", 128, 3).steps(1),
+    ];
+    let config = config_file(dir.path(), stages, 2);
+    // The servers start from any weights of the run's architecture: the trainer publishes
+    // its own before the first step.
+    let start = dir.path().join("start");
+    let model = Qwen::random(tiny_config(), 0, &Device::flex()).unwrap();
+    save_dir(&model, &Tokenizer::char(), &start, WeightDtype::F32).unwrap();
+    let serve = || {
+        Listening::start(command().args([
+            "serve",
+            "--port",
+            "0",
+            "--model",
+            start.to_str().unwrap(),
+        ]))
+    };
+    let servers = [serve(), serve()];
+    let urls: Vec<String> = servers
+        .iter()
+        .map(|s| format!("http://{}", s.addr))
+        .collect();
+    let out = dir.path().join("run");
+    let (ok, stdout, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        out.to_str().unwrap(),
+        "--engines",
+        &urls.join(","),
+    ]);
+    assert!(ok, "{stderr}");
+    let log = format!("{stdout}{stderr}");
+    assert!(
+        log.contains(&format!("{} (rstar), {} (rstar)", urls[0], urls[1])),
+        "{log}"
+    );
+    // URLs imply the scheduled driver, and the config records them.
+    let saved: TrainConfig =
+        serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(saved.rl.rollout_driver, RolloutDriver::Scheduled);
+    assert_eq!(saved.rl.engines, Engines::Remote(urls.clone()));
+    // Step N's rollouts were written by the policy after N − 1 updates, and the engines'
+    // log-probs are the trainer's to float rounding.
+    let metrics: Vec<Value> = jsonl(&out.join("metrics.jsonl"));
+    assert_eq!(metrics.len(), 3);
+    for (i, m) in metrics.iter().enumerate() {
+        assert_eq!(m["weight_version"], format!("step-{i}"), "{m}");
+        let max = m["rollout/logprob_diff_max"].as_f64().unwrap();
+        let mean = m["rollout/logprob_diff_mean"].as_f64().unwrap();
+        assert!(max < 1e-3 && mean <= max, "{m}");
+        eprintln!("step {}: logprob_diff_max {max:.3e} mean {mean:.3e}", i + 1);
+        assert_eq!(m["rollouts"], 8, "{m}");
+    }
+    assert!(!log.contains("warning: step"), "{log}");
+    // Both servers serve the last published weights; only their directory is left.
+    for s in &servers {
+        let (status, body) = http(&s.addr, "GET", "/get_weight_version", "");
+        assert_eq!(
+            (status, body.as_str()),
+            (200, r#"{"weight_version":"step-2"}"#)
+        );
+    }
+    let published: Vec<String> = std::fs::read_dir(out.join("published"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(published, ["step-2"]);
+
+    // A server whose turns report another version than the published one fails the step
+    // instead of being trained on: told it is vLLM, the trainer reloads it without a version
+    // (vLLM's call), so it keeps reporting `step-2`.
+    let stale = dir.path().join("stale");
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        stale.to_str().unwrap(),
+        "--engines",
+        &urls[0],
+        "--engine-kind",
+        "vllm",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("weight version `step-2`") && stderr.contains("published `step-0`"),
+        "{stderr}"
+    );
+    assert!(
+        !stale.join("metrics.jsonl").exists()
+            || jsonl::<Value>(&stale.join("metrics.jsonl")).is_empty()
+    );
+}
+
+#[test]
+fn bad_engine_lists_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), vec![Stage::new("s", 96, 2).steps(1)], 1);
+    let out = dir.path().join("run");
+    let out = out.to_str().unwrap();
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        out,
+        "--engines",
+        "ftp://x",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("comma-separated list of http:// URLs"),
+        "{stderr}"
+    );
+    // Servers with the lock-step driver asked for explicitly.
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        out,
+        "--engines",
+        "http://127.0.0.1:9",
+        "--rollout",
+        "lockstep",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("rl.rollout_driver") && stderr.contains("scheduled"),
+        "{stderr}"
+    );
+    // Nobody listening.
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        out,
+        "--engines",
+        "http://127.0.0.1:9",
+    ]);
+    assert!(!ok);
+    assert!(stderr.contains("http://127.0.0.1:9"), "{stderr}");
 }

@@ -286,6 +286,7 @@ pub fn rl_tag(path: &str) -> String {
         "prompts" => Some("data/prompts".to_string()),
         "rollouts" => Some("data/rollouts".to_string()),
         "equal_reward_groups" => Some("roc/equal_reward_groups".to_string()),
+        "rollout/logprob_diff_max" | "rollout/logprob_diff_mean" => Some(path.to_string()),
         _ => None,
     };
     if let Some(tag) = known {

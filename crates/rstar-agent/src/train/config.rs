@@ -377,9 +377,25 @@ pub struct RlOptions {
     /// How each step's groups are rolled out: `lockstep` (default) or `scheduled`.
     #[serde(default)]
     pub rollout_driver: RolloutDriver,
-    /// `scheduled`: local engines, each holding a copy of the current policy.
-    #[serde(default = "one")]
-    pub engines: usize,
+    /// `scheduled`: where the turns are written. A number: that many local engines, each
+    /// holding a copy of the current policy. A list of URLs (or one comma-separated string):
+    /// OpenAI-compatible servers (`rstar serve`, SGLang, vLLM) that the trainer publishes its
+    /// weights to before every step ([`super::engines`]).
+    #[serde(default)]
+    pub engines: Engines,
+    /// Remote engines: `rstar`, `sglang` or `vllm` for all of them; absent, each server's
+    /// kind is read from its `GET /v1/models`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_kind: Option<crate::remote::EngineKind>,
+    /// Remote engines: the directory weights are published to, which every engine must be
+    /// able to read (a shared path when they run on other machines); absent,
+    /// `<out>/published`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_dir: Option<PathBuf>,
+    /// A warning is logged when a step's mean `|engine − trainer|` log-prob
+    /// (`rollout/logprob_diff_mean`) is above this.
+    #[serde(default = "default_logprob_diff_warn")]
+    pub logprob_diff_warn: f64,
     /// `scheduled`: how rollouts are assigned to engines (`static`, `least-requests`,
     /// `kv-aware`).
     #[serde(default = "kv_aware")]
@@ -407,6 +423,104 @@ pub struct RlOptions {
 
 fn default_gain_lr_multiplier() -> f64 {
     1.0
+}
+
+fn default_logprob_diff_warn() -> f64 {
+    0.02
+}
+
+/// `rl.engines`: local engines or remote servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Engines {
+    /// This many local engines, each with a copy of the policy.
+    Local(usize),
+    /// The base URLs of OpenAI-compatible servers.
+    Remote(Vec<String>),
+}
+
+impl Default for Engines {
+    fn default() -> Self {
+        Engines::Local(1)
+    }
+}
+
+impl Engines {
+    /// The remote servers' URLs, if these are remote engines.
+    pub fn urls(&self) -> Option<&[String]> {
+        match self {
+            Engines::Remote(urls) => Some(urls),
+            Engines::Local(_) => None,
+        }
+    }
+
+    /// The number of engines.
+    pub fn count(&self) -> usize {
+        match self {
+            Engines::Local(n) => *n,
+            Engines::Remote(urls) => urls.len(),
+        }
+    }
+}
+
+impl std::fmt::Display for Engines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Engines::Local(n) => write!(f, "{n} local engine(s)"),
+            Engines::Remote(urls) => write!(f, "{}", urls.join(",")),
+        }
+    }
+}
+
+impl std::str::FromStr for Engines {
+    type Err = String;
+
+    /// `2` (local engines) or `http://a:8000,http://b:8000` (servers).
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Ok(n) = s.trim().parse::<usize>() {
+            return Ok(Engines::Local(n));
+        }
+        let urls: Vec<String> = s
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
+            .collect();
+        if urls.is_empty() || !urls.iter().all(|u| u.starts_with("http://")) {
+            return Err(format!(
+                "`{s}` is neither a number of local engines nor a comma-separated list of http:// URLs"
+            ));
+        }
+        Ok(Engines::Remote(urls))
+    }
+}
+
+impl Serialize for Engines {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Engines::Local(n) => s.serialize_u64(*n as u64),
+            Engines::Remote(urls) => urls.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Engines {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Count(usize),
+            Text(String),
+            Urls(Vec<String>),
+        }
+        let raw = Raw::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a number of local engines or a list of server URLs")
+        })?;
+        match raw {
+            Raw::Count(n) => Ok(Engines::Local(n)),
+            Raw::Text(text) => text.parse().map_err(serde::de::Error::custom),
+            Raw::Urls(urls) => Ok(Engines::Remote(urls)),
+        }
+    }
 }
 
 /// Held-out evaluation after SFT and after each stage.
@@ -542,7 +656,10 @@ impl TrainConfig {
                 hard_pool_size: 0,
                 grpo: GrpoConfig::rstar2_agent(),
                 rollout_driver: RolloutDriver::Lockstep,
-                engines: 1,
+                engines: Engines::Local(1),
+                engine_kind: None,
+                publish_dir: None,
+                logprob_diff_warn: default_logprob_diff_warn(),
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,
                 // The report and the reference launch script (`lr_warmup_steps=20`).
@@ -608,7 +725,10 @@ impl TrainConfig {
                 hard_pool_size: 64,
                 grpo: GrpoConfig::rstar2_agent(),
                 rollout_driver: RolloutDriver::Lockstep,
-                engines: 1,
+                engines: Engines::Local(1),
+                engine_kind: None,
+                publish_dir: None,
+                logprob_diff_warn: default_logprob_diff_warn(),
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,
                 warmup_steps: 0,
@@ -700,13 +820,33 @@ impl TrainConfig {
             ("rl.prompts_per_step", self.rl.prompts_per_step),
             ("rl.pool_size", self.rl.pool_size),
             ("rl.mini_batches", self.rl.mini_batches),
-            ("rl.engines", self.rl.engines),
+            ("rl.engines", self.rl.engines.count()),
             ("checkpoint_every", self.checkpoint_every),
         ];
         for (field, v) in positive {
             if v == 0 {
                 return bad(field, "is 0, expected at least 1".into());
             }
+        }
+        if let Some(urls) = self.rl.engines.urls() {
+            if self.rl.rollout_driver != RolloutDriver::Scheduled {
+                return bad(
+                    "rl.engines",
+                    format!(
+                        "lists servers ({}), which only the scheduled driver uses: set `rl.rollout_driver` to `scheduled` (--rollout scheduled)",
+                        urls.join(", ")
+                    ),
+                );
+            }
+            if let Some(url) = urls.iter().find(|u| !u.starts_with("http://")) {
+                return bad("rl.engines", format!("`{url}` is not an http:// URL"));
+            }
+        }
+        if self.rl.logprob_diff_warn.is_nan() || self.rl.logprob_diff_warn < 0.0 {
+            return bad(
+                "rl.logprob_diff_warn",
+                format!("is {}, expected a number ≥ 0", self.rl.logprob_diff_warn),
+            );
         }
         if self.rl.group_size < 2 {
             return bad(

@@ -27,6 +27,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod engines;
 pub mod optim;
 mod phases;
 pub mod plots;
@@ -42,7 +43,7 @@ use rstar_toolenv::{BlockingPool, Pool};
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    EvalOptions, LrSchedule, RlOptions, RocMode, RocOptions, RolloutDriver, SftOptions,
+    Engines, EvalOptions, LrSchedule, RlOptions, RocMode, RocOptions, RolloutDriver, SftOptions,
     ToolOptions, TrainConfig,
 };
 

@@ -18,6 +18,7 @@ use rstar_toolenv::BlockingPool;
 use serde::Serialize;
 
 use super::checkpoint::{self, Lines, Phase, ResumeState, StagePool};
+use super::engines::RemoteRollouts;
 use super::{
     EvalRow, Observer, RunOptions, TrainConfig, TrainReport, evaluate_with, io_err, optim,
     problems, report_from_files, rl, seed_of, sft, start_pool, template_for,
@@ -150,6 +151,8 @@ pub(super) struct Run<'a> {
     pool: BlockingPool,
     /// The scheduled driver's view of the same sandbox (`rl.rollout_driver` `scheduled`).
     async_tools: Option<Arc<dyn AsyncTools>>,
+    /// The remote engines the scheduled driver's turns go to (`rl.engines` as URLs).
+    remote: Option<RemoteRollouts>,
     logs: Logs,
     /// The held-out trajectories of the last evaluation (`samples.jsonl`).
     last_samples: Vec<Trajectory>,
@@ -207,13 +210,32 @@ impl<'a> Run<'a> {
                     timeout: None,
                 }) as Arc<dyn AsyncTools>
             });
-        if async_tools.is_some() {
-            observer.log(&format!(
-                "rl rollouts: scheduled on {} local engine(s), {} dispatch",
-                config.rl.engines,
-                config.rl.dispatch.name()
-            ));
-        }
+        let remote = match config.rl.engines.urls() {
+            Some(urls) => {
+                let remote = RemoteRollouts::connect(
+                    urls,
+                    config.rl.engine_kind,
+                    super::engines::publish_dir(config.rl.publish_dir.as_deref(), out),
+                    &tokenizer,
+                )?;
+                observer.log(&format!(
+                    "rl rollouts: scheduled on {}, {} dispatch; weights published to them before every step",
+                    remote.describe(),
+                    config.rl.dispatch.name()
+                ));
+                Some(remote)
+            }
+            None => {
+                if async_tools.is_some() {
+                    observer.log(&format!(
+                        "rl rollouts: scheduled on {}, {} dispatch",
+                        config.rl.engines,
+                        config.rl.dispatch.name()
+                    ));
+                }
+                None
+            }
+        };
         let lines = start.as_ref().map(|(_, s)| s.lines).unwrap_or_default();
         let run = Run {
             config,
@@ -228,6 +250,7 @@ impl<'a> Run<'a> {
             param_ids: checkpoint::param_ids(&model),
             pool,
             async_tools,
+            remote,
             logs: Logs::open(
                 out,
                 lines,
@@ -472,7 +495,7 @@ impl<'a> Run<'a> {
             seed: config.seed,
             template: self.template,
         };
-        let (next, mut record, rollouts) = rl::step_with(
+        let (next, mut record, rollouts) = rl::step_on(
             rl.model,
             &mut rl.optimizer,
             &self.tokenizer,
@@ -482,7 +505,19 @@ impl<'a> Run<'a> {
                 timeout: None,
             },
             self.async_tools.clone(),
+            self.remote.as_ref(),
         )?;
+        if let Some(mean) = record
+            .logprob_diff_mean
+            .filter(|&m| m > config.rl.logprob_diff_warn)
+        {
+            self.observer.log(&format!(
+                "warning: step {}: the engines' log-probs differ from the trainer's by {mean:.3e} on average (max {:.3e}, threshold rl.logprob_diff_warn = {}): are the engines serving the published weights with the same tokenizer and dtype?",
+                rl.steps,
+                record.logprob_diff_max.unwrap_or(f64::NAN),
+                config.rl.logprob_diff_warn
+            ));
+        }
         rl.model = next;
         let decision = rl.curriculum.observe(StepMetrics::new(
             record.all.accuracy,

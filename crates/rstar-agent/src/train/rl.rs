@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use rstar_scheduler::{DispatchPolicy, KvRetention};
 
 use super::config::{RlOptions, RocOptions, RolloutDriver};
+use super::engines::{RemoteRollouts, logprob_gap, weight_version};
 use super::optim::{clip_global_norm, pack, rl_learning_rate};
 use crate::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
 use crate::episode::{Limits, Trajectory};
@@ -134,6 +135,26 @@ pub struct StepRecord {
     pub time_step: f64,
     /// The curriculum's decision after this step (`stay`, `advance to …`, `finish`).
     pub decision: String,
+    /// Remote engines: the weight version that wrote every rollout of the step (`step-N`,
+    /// the policy after `N` RL steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_version: Option<String>,
+    /// The largest `|engine − trainer|` log-prob over the step's assistant tokens, when the
+    /// engines report log-probs (remote engines): the check that weight sync and
+    /// tokenisation are right.
+    #[serde(
+        default,
+        rename = "rollout/logprob_diff_max",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub logprob_diff_max: Option<f64>,
+    /// The mean of the same differences.
+    #[serde(
+        default,
+        rename = "rollout/logprob_diff_mean",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub logprob_diff_mean: Option<f64>,
 }
 
 /// Draws `n` prompts without replacement (all of them when the pool is smaller).
@@ -199,12 +220,43 @@ pub fn step_with(
     executor: &mut dyn ToolExecutor,
     async_tools: Option<Arc<dyn AsyncTools>>,
 ) -> Result<(Qwen, StepRecord, Vec<Trajectory>), AgentError> {
+    step_on(
+        model,
+        optimizer,
+        tokenizer,
+        inputs,
+        executor,
+        async_tools,
+        None,
+    )
+}
+
+/// [`step_with`], with the scheduled driver's turns written by `remote` engines when given:
+/// the policy is published to them first (as `step-N`, `N` = `inputs.step − 1` RL steps), every
+/// turn must come from that version, and the record carries the version and the gap between
+/// the engines' log-probs and the trainer's ([`super::engines`]).
+///
+/// # Errors
+/// As [`step_with`]; publishing or a stale turn fail the step.
+pub fn step_on(
+    model: Qwen,
+    optimizer: &mut ModuleOptimizer,
+    tokenizer: &Tokenizer,
+    inputs: &StepInputs<'_>,
+    executor: &mut dyn ToolExecutor,
+    async_tools: Option<Arc<dyn AsyncTools>>,
+    remote: Option<&RemoteRollouts>,
+) -> Result<(Qwen, StepRecord, Vec<Trajectory>), AgentError> {
     let o = inputs.options;
     let step_seed = step_seed(inputs.seed, inputs.step);
     let prompts = sample_prompts(inputs.pool, o.prompts_per_step, step_seed);
     // The sampling policy: rolls out, and (with several mini-batches) gives the old log-probs.
     let policy = model.valid();
-    let out = step_rollouts(
+    let version = remote.map(|_| weight_version(inputs.step.saturating_sub(1)));
+    if let (Some(remote), Some(version)) = (remote, &version) {
+        remote.publish(&policy, version)?;
+    }
+    let rolled = step_rollouts(
         &policy,
         tokenizer,
         &prompts,
@@ -212,7 +264,13 @@ pub fn step_with(
         step_seed,
         executor,
         async_tools,
+        remote.zip(version.as_deref()),
     )?;
+    let out = rolled.output;
+    let gap = rolled
+        .engine_logprobs
+        .as_deref()
+        .and_then(|lps| logprob_gap(&policy, &out.trajectories, lps));
     let trajectories = out.trajectories;
     let (kept, roc_metrics) = select_kept(&trajectories, &o.roc, o.group_size, step_seed)?;
     let equal_reward_groups = roc_metrics
@@ -256,13 +314,27 @@ pub fn step_with(
         largest_call: out.stats.largest_call,
         time_step: 0.0,
         decision: String::new(),
+        weight_version: version,
+        logprob_diff_max: gap.map(|g| g.0),
+        logprob_diff_mean: gap.map(|g| g.1),
     };
     Ok((model, record, trajectories))
 }
 
+/// A step's rollouts, with the engines' log-probs of each trajectory's assistant tokens when
+/// remote engines wrote them.
+struct StepRollouts {
+    output: RolloutOutput,
+    engine_logprobs: Option<Vec<Option<Vec<f32>>>>,
+}
+
 /// The step's rollouts: `rl.roc`'s number per prompt (2G with RoC, G without), by the
-/// scheduled driver when it is chosen and async tools are there, else lock-step with
-/// per-rollout seeds.
+/// scheduled driver when it is chosen and async tools are there (on the remote engines when
+/// given, with the version they must serve), else lock-step with per-rollout seeds.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the step's parts, each used once; a struct would only rename them"
+)]
 fn step_rollouts(
     policy: &Qwen,
     tokenizer: &Tokenizer,
@@ -271,11 +343,45 @@ fn step_rollouts(
     step_seed: u64,
     executor: &mut dyn ToolExecutor,
     async_tools: Option<Arc<dyn AsyncTools>>,
-) -> Result<RolloutOutput, AgentError> {
+    remote: Option<(&RemoteRollouts, &str)>,
+) -> Result<StepRollouts, AgentError> {
     let o = inputs.options;
     let samples = o.roc.rollouts(o.group_size);
-    match (o.rollout_driver, async_tools) {
-        (RolloutDriver::Scheduled, Some(tools)) => scheduled_rollout(
+    let plain = |output| StepRollouts {
+        output,
+        engine_logprobs: None,
+    };
+    match (o.rollout_driver, async_tools, remote) {
+        (RolloutDriver::Scheduled, Some(tools), Some((remote, version))) => {
+            let stops = stop_strings(inputs.template);
+            let generators = remote.generators(&stops, inputs.stage.temperature as f32, version)?;
+            let out = run_scheduled_blocking(
+                generators,
+                SharedTokenizer(Arc::new(tokenizer.clone())),
+                tools,
+                prompts,
+                samples,
+                &schedule_config(inputs.template, inputs.stage, step_seed, o.dispatch),
+            )?;
+            if let Some(stale) = out
+                .weight_versions
+                .iter()
+                .flatten()
+                .find(|v| v.as_str() != version)
+            {
+                return Err(AgentError::Remote {
+                    url: remote.describe(),
+                    message: format!(
+                        "a rollout was written by weight version(s) `{stale}`, not the published `{version}`"
+                    ),
+                });
+            }
+            Ok(StepRollouts {
+                output: out.rollout,
+                engine_logprobs: Some(out.engine_logprobs),
+            })
+        }
+        (RolloutDriver::Scheduled, Some(tools), None) => scheduled_rollout(
             policy,
             tokenizer,
             prompts,
@@ -284,11 +390,12 @@ fn step_rollouts(
                 template: inputs.template,
                 stage: inputs.stage,
                 seed: step_seed,
-                engines: o.engines,
+                engines: o.engines.count(),
                 dispatch: o.dispatch,
             },
             tools,
-        ),
+        )
+        .map(plain),
         _ => {
             let config = RolloutConfig {
                 template: inputs.template,
@@ -301,7 +408,7 @@ fn step_rollouts(
                 eos: Vec::new(),
                 per_rollout_seeds: true,
             };
-            rollout(policy, tokenizer, prompts, samples, &config, executor)
+            rollout(policy, tokenizer, prompts, samples, &config, executor).map(plain)
         }
     }
 }
@@ -607,11 +714,7 @@ pub fn scheduled_rollout(
     tools: Arc<dyn AsyncTools>,
 ) -> Result<RolloutOutput, AgentError> {
     let limits = stage_limits_for(options.template, options.stage);
-    let stops: Vec<String> = Template::of(options.template)
-        .stop_strings()
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let stops = stop_strings(options.template);
     let engines = options.engines.max(1);
     let rollouts = (prompts.len() * samples).max(1);
     let per_engine = rollouts.div_ceil(engines);
@@ -634,15 +737,12 @@ pub fn scheduled_rollout(
             )) as Arc<dyn TurnGenerator>
         })
         .collect();
-    let config = ScheduleConfig {
-        template: options.template,
-        limits,
-        seed: options.seed,
-        policy: options.dispatch,
-        retention: KvRetention::Keep,
-        record_entropy: false,
-        verifier: rstar_verifier::Mode::Integer,
-    };
+    let config = schedule_config(
+        options.template,
+        options.stage,
+        options.seed,
+        options.dispatch,
+    );
     let out = run_scheduled_blocking(
         generators,
         SharedTokenizer(Arc::new(tokenizer.clone())),
@@ -652,6 +752,34 @@ pub fn scheduled_rollout(
         &config,
     )?;
     Ok(out.rollout)
+}
+
+/// The template's stop strings, owned.
+fn stop_strings(template: TemplateFormat) -> Vec<String> {
+    Template::of(template)
+        .stop_strings()
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// The scheduled driver's configuration of an RL step: the stage's limits, caches kept over
+/// tool calls, the integer reward, no per-token statistics.
+fn schedule_config(
+    template: TemplateFormat,
+    stage: &Stage,
+    seed: u64,
+    dispatch: DispatchPolicy,
+) -> ScheduleConfig {
+    ScheduleConfig {
+        template,
+        limits: stage_limits_for(template, stage),
+        seed,
+        policy: dispatch,
+        retention: KvRetention::Keep,
+        record_entropy: false,
+        verifier: rstar_verifier::Mode::Integer,
+    }
 }
 
 /// How the hard stage's pass-rate check runs ([`hard_problems`]).

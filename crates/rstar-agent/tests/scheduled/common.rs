@@ -54,6 +54,7 @@ impl TurnGenerator for ScriptGen {
                 tokens,
                 logprobs: vec![-0.25; n],
                 entropies: vec![0.5; n],
+                weight_version: Some("v1".into()),
             })
         })
     }

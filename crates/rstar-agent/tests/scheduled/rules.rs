@@ -297,3 +297,52 @@ fn an_empty_turn_means_the_context_is_full_and_truncates() {
     // The first turn and its tool response are kept; nothing was added after them.
     assert_eq!(t.loss_mask.iter().filter(|&&m| m == 1).count(), first.len());
 }
+
+#[test]
+fn engine_logprobs_and_versions_cover_the_kept_assistant_tokens() {
+    // A last turn cut by the budget, and a malformed call the episode answers itself: the
+    // generator's log-probs (the script reports -0.25 a token) line up with exactly the
+    // assistant tokens the trajectory kept, and every turn's version is recorded.
+    let mut cut = ScheduleConfig::compact(0);
+    cut.limits.max_response_tokens = 40;
+    let cases = [
+        (
+            vec![
+                "<c>print(1)</c>",
+                "Now the answer is <answer>\\boxed{1}</answer>",
+            ],
+            cut,
+            15 + 18,
+        ),
+        (
+            vec!["<c>print(1)</answer>", "<answer>\\boxed{42}</answer>"],
+            ScheduleConfig::compact(0),
+            20 + 27,
+        ),
+    ];
+    for (turns, config, assistant) in cases {
+        let owned: Vec<String> = turns.iter().map(|s| s.to_string()).collect();
+        let script: Script = Arc::new(move |_, turn| owned.get(turn as usize).cloned());
+        let (gens, _) = generators(&script, 1);
+        let prompts = [Prompt::new("p", "What is 6*7?", "42")];
+        let out = run_scheduled_blocking(
+            gens,
+            ByteTokenizer,
+            tools(Arc::new(AtomicUsize::new(0))),
+            &prompts,
+            1,
+            &config,
+        )
+        .unwrap();
+        let t = &out.rollout.trajectories[0];
+        assert_eq!(t.assistant_token_count(), assistant, "{turns:?}");
+        let lps = out.engine_logprobs[0]
+            .as_ref()
+            .expect("every turn had log-probs");
+        assert_eq!(lps.len(), assistant, "{turns:?}");
+        assert!(lps.iter().all(|&l| l == -0.25));
+        assert_eq!(out.weight_versions, [Some("v1".to_string())]);
+        // Not kept in the trajectory itself without `record_entropy`.
+        assert!(t.token_logprobs.is_empty());
+    }
+}

@@ -1,0 +1,335 @@
+//! Rollouts on remote engines (`rl.engines` as URLs, `rstar train --engines URL[,URL…]`):
+//! `rstar serve`, SGLang or vLLM servers write every RL step's turns through the scheduled
+//! driver, and the trainer keeps them on-policy.
+//!
+//! Before a step's first request the trainer publishes the policy it will update: HF-layout
+//! safetensors (`config.json`, `model.safetensors`, the tokenizer) in
+//! `<publish_dir>/<version>/`, a directory every engine must be able to read, then each
+//! engine's reload call ([`RemoteEngine::load_weights`]). The version is `step-N`, the policy
+//! after `N` RL steps (`step-0` is the one RL starts from). Engines that report versions
+//! (`rstar serve`, SGLang) must report it for every turn of the step: a turn written by
+//! other weights fails the step instead of being trained on. vLLM reports none; its reload
+//! call returns once the new weights serve.
+//!
+//! Every step also compares the engines' sampling log-probs with the trainer's recomputation
+//! on the same tokens ([`logprob_gap`]): with the same weights and tokens they agree to float
+//! rounding, so a gap says that weight sync or tokenisation is wrong.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use burn::tensor::Device;
+use rstar_policy::{Qwen, Tokenizer, WeightDtype, save_dir, sequence_logprobs};
+
+use crate::engine::{BoxError, BoxFuture, TurnGenerator, TurnSample, TurnSpec};
+use crate::episode::Trajectory;
+use crate::error::AgentError;
+use crate::remote::{EngineKind, RemoteEngine, RemoteEngineConfig};
+use rstar_policy::Sampling;
+
+use super::optim::pack;
+use super::rl::{MICRO_BATCH_TOKENS, micro_batches};
+
+/// The remote engines of a run and what they serve.
+#[derive(Debug)]
+pub struct RemoteRollouts {
+    urls: Vec<String>,
+    kinds: Vec<EngineKind>,
+    publish_dir: PathBuf,
+    tokenizer: Arc<Tokenizer>,
+    /// The version every engine serves, once published.
+    published: Mutex<Option<String>>,
+}
+
+/// The weight version of the policy after `steps` RL steps.
+pub fn weight_version(steps: u64) -> String {
+    format!("step-{steps}")
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, AgentError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| AgentError::Io {
+            path: PathBuf::from("<tokio runtime>"),
+            source: e,
+        })
+}
+
+fn engine(url: &str, tokenizer: &Arc<Tokenizer>) -> Result<RemoteEngine, AgentError> {
+    RemoteEngine::new(
+        RemoteEngineConfig::new(url, Vec::new()),
+        Arc::clone(tokenizer),
+    )
+}
+
+impl RemoteRollouts {
+    /// Checks every URL and learns each server's kind (`kind`, or detected from
+    /// `GET /v1/models`); weights are published under `publish_dir`.
+    ///
+    /// # Errors
+    /// A bad URL, a server that does not answer, or one whose kind cannot be told.
+    pub fn connect(
+        urls: &[String],
+        kind: Option<EngineKind>,
+        publish_dir: PathBuf,
+        tokenizer: &Tokenizer,
+    ) -> Result<Self, AgentError> {
+        let tokenizer = Arc::new(tokenizer.clone());
+        let engines = urls
+            .iter()
+            .map(|u| engine(u, &tokenizer))
+            .collect::<Result<Vec<_>, _>>()?;
+        let kinds = match kind {
+            Some(kind) => vec![kind; urls.len()],
+            None => runtime()?.block_on(async {
+                let mut kinds = Vec::with_capacity(engines.len());
+                for e in &engines {
+                    kinds.push(e.detect_kind().await?);
+                }
+                Ok::<_, AgentError>(kinds)
+            })?,
+        };
+        Ok(RemoteRollouts {
+            urls: urls.to_vec(),
+            kinds,
+            publish_dir,
+            tokenizer,
+            published: Mutex::new(None),
+        })
+    }
+
+    /// `url (kind)` for every engine, comma-separated, for the run's log.
+    pub fn describe(&self) -> String {
+        self.urls
+            .iter()
+            .zip(&self.kinds)
+            .map(|(u, k)| format!("{u} ({})", k.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The version every engine serves now (`None` before the first publication).
+    pub fn published(&self) -> Option<String> {
+        self.published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Makes every engine serve `model` as `version` (nothing to do when it already does):
+    /// writes it to `<publish_dir>/<version>/`, calls each engine's reload, and removes the
+    /// previous version's directory once every engine has moved on.
+    ///
+    /// # Errors
+    /// Writing the weights, or an engine that refuses or fails the reload.
+    pub fn publish(&self, model: &Qwen, version: &str) -> Result<(), AgentError> {
+        let previous = self.published();
+        if previous.as_deref() == Some(version) {
+            return Ok(());
+        }
+        let dir = self.publish_dir.join(version);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| AgentError::Io {
+                path: dir.clone(),
+                source: e,
+            })?;
+        }
+        save_dir(model, &self.tokenizer, &dir, WeightDtype::F32)?;
+        // vLLM reloads from the directory it was started with unless told a path; every kind
+        // here is told this one.
+        let dir = std::fs::canonicalize(&dir).map_err(|e| AgentError::Io {
+            path: dir.clone(),
+            source: e,
+        })?;
+        runtime()?.block_on(async {
+            let engines = self
+                .urls
+                .iter()
+                .map(|u| engine(u, &self.tokenizer))
+                .collect::<Result<Vec<_>, _>>()?;
+            // One engine after another: each reload is a local disk read, and the errors
+            // name the engine.
+            for (e, &kind) in engines.iter().zip(&self.kinds) {
+                e.load_weights(kind, &dir, version).await?;
+            }
+            Ok::<_, AgentError>(())
+        })?;
+        *self.published.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
+        if let Some(old) = previous {
+            let old = self.publish_dir.join(old);
+            if old != dir {
+                // Best effort: a leftover directory costs disk, not correctness.
+                let _ = std::fs::remove_dir_all(old);
+            }
+        }
+        Ok(())
+    }
+
+    /// One generator per engine for a step: the stage's temperature and the template's stop
+    /// strings, log-probs on, checking that engines with versions report `version` for every
+    /// turn.
+    ///
+    /// # Errors
+    /// A bad URL (checked by [`connect`](Self::connect) already).
+    pub fn generators(
+        &self,
+        stop_strings: &[String],
+        temperature: f32,
+        version: &str,
+    ) -> Result<Vec<Arc<dyn TurnGenerator>>, AgentError> {
+        self.urls
+            .iter()
+            .zip(&self.kinds)
+            .map(|(url, &kind)| {
+                let mut config = RemoteEngineConfig::new(url.clone(), stop_strings.to_vec());
+                config.sampling = Sampling::Temperature { temperature };
+                config.logprobs = true;
+                let engine = RemoteEngine::new(config, Arc::clone(&self.tokenizer))?;
+                Ok(Arc::new(Checked {
+                    engine,
+                    expected: version.to_string(),
+                    kind,
+                }) as Arc<dyn TurnGenerator>)
+            })
+            .collect()
+    }
+}
+
+/// A remote engine whose turns must come from the published weights.
+struct Checked {
+    engine: RemoteEngine,
+    expected: String,
+    kind: EngineKind,
+}
+
+impl TurnGenerator for Checked {
+    fn name(&self) -> String {
+        self.engine.name()
+    }
+
+    fn kv_capacity(&self) -> u64 {
+        self.engine.kv_capacity()
+    }
+
+    fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>> {
+        Box::pin(async move {
+            let sample = self.engine.generate(spec).await?;
+            check_version(
+                &self.engine.name(),
+                self.kind,
+                sample.weight_version.as_deref(),
+                &self.expected,
+            )?;
+            Ok(sample)
+        })
+    }
+}
+
+/// Whether a turn's reported weight version is the published one (vLLM reports none).
+///
+/// # Errors
+/// Stale weights, or an engine of a versioned kind that reported no version.
+pub fn check_version(
+    engine: &str,
+    kind: EngineKind,
+    reported: Option<&str>,
+    expected: &str,
+) -> Result<(), String> {
+    match (reported, kind.reports_versions()) {
+        (Some(v), _) if v == expected => Ok(()),
+        (Some(v), _) => Err(format!(
+            "{engine}: a turn was written by weight version `{v}`, but the trainer published `{expected}`; stale rollouts are never trained on"
+        )),
+        (None, true) => Err(format!(
+            "{engine}: the {} server reported no weight version for a turn (give --engine-kind vllm for a server without versions)",
+            kind.name()
+        )),
+        (None, false) => Ok(()),
+    }
+}
+
+/// The largest and the mean `|engine − trainer|` log-prob over the assistant tokens of the
+/// trajectories whose engine log-probs are known (`engine[i]` for `trajectories[i]`, one per
+/// assistant token), the trainer's recomputed with `policy` on the same token ids. `None` when
+/// no trajectory has engine log-probs.
+pub fn logprob_gap(
+    policy: &Qwen,
+    trajectories: &[Trajectory],
+    engine: &[Option<Vec<f32>>],
+) -> Option<(f64, f64)> {
+    // Per trajectory with engine log-probs: (token ids, loss weights) and those log-probs.
+    type Row<'a> = ((Vec<u32>, Vec<f32>), &'a [f32]);
+    let rows: Vec<Row<'_>> = trajectories
+        .iter()
+        .zip(engine)
+        .filter_map(|(t, lp)| {
+            let lp = lp.as_deref().filter(|l| !l.is_empty())?;
+            let mut ids = t.prompt_ids.clone();
+            ids.extend_from_slice(&t.response_ids);
+            let mut w = vec![0.0f32; t.prompt_ids.len()];
+            w.extend(t.loss_mask.iter().map(|&m| f32::from(m)));
+            Some(((ids, w), lp))
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let seqs: Vec<(Vec<u32>, Vec<f32>)> = rows.iter().map(|(r, _)| r.clone()).collect();
+    let device: Device = policy.device();
+    let all: Vec<usize> = (0..seqs.len()).collect();
+    let (mut max, mut sum, mut n) = (0.0f64, 0.0f64, 0usize);
+    for part in micro_batches(&all, &seqs, MICRO_BATCH_TOKENS) {
+        let slices: Vec<(&[u32], &[f32])> = part
+            .iter()
+            .map(|&i| (seqs[i].0.as_slice(), seqs[i].1.as_slice()))
+            .collect();
+        let (tokens, _, len) = pack(&slices, &device);
+        let (logp, _) = sequence_logprobs(policy, tokens);
+        let values: Vec<f32> = logp
+            .into_data()
+            .convert::<f32>()
+            .try_to_vec::<f32>()
+            .unwrap_or_default();
+        for (k, &i) in part.iter().enumerate() {
+            let (ids, w) = &seqs[i];
+            let theirs = rows[i].1;
+            let mine = (1..ids.len())
+                .filter(|&j| w[j] == 1.0)
+                .map(|j| values.get(k * (len - 1) + j - 1).copied());
+            for (a, b) in mine.zip(theirs) {
+                let d = a.map_or(f64::INFINITY, |a| f64::from((a - b).abs()));
+                max = max.max(d);
+                sum += d;
+                n += 1;
+            }
+        }
+    }
+    (n > 0).then(|| (max, sum / n as f64))
+}
+
+/// The publish directory of a run: `rl.publish_dir`, else `<out>/published`.
+pub fn publish_dir(configured: Option<&Path>, out: &Path) -> PathBuf {
+    configured.map_or_else(|| out.join("published"), Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_checked_where_engines_report_them() {
+        assert!(check_version("e", EngineKind::Rstar, Some("step-3"), "step-3").is_ok());
+        let stale = check_version("e", EngineKind::Rstar, Some("step-2"), "step-3").unwrap_err();
+        assert!(
+            stale.contains("`step-2`") && stale.contains("`step-3`"),
+            "{stale}"
+        );
+        let silent = check_version("e", EngineKind::Sglang, None, "step-3").unwrap_err();
+        assert!(silent.contains("--engine-kind vllm"), "{silent}");
+        assert!(check_version("e", EngineKind::Vllm, None, "step-3").is_ok());
+        // A version vLLM does report is still checked.
+        assert!(check_version("e", EngineKind::Vllm, Some("x"), "step-3").is_err());
+        assert_eq!(weight_version(0), "step-0");
+    }
+}
