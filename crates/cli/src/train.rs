@@ -96,6 +96,10 @@ pub struct Args {
     /// able to read it [default: <out>/published].
     #[arg(long, value_name = "DIR")]
     pub publish_dir: Option<PathBuf>,
+    /// With `--engines URL…`: the published weights' element type, `f32` (exact) or `bf16`
+    /// (half the size) [default: f32].
+    #[arg(long, value_name = "DTYPE", value_parser = ["f32", "bf16"])]
+    pub publish_dtype: Option<String>,
     /// `--rollout scheduled`: `static`, `least-requests` or `kv-aware` [default: kv-aware].
     #[arg(long, value_name = "POLICY")]
     pub dispatch: Option<DispatchPolicy>,
@@ -260,6 +264,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--engines", args.engines.is_some()),
         ("--engine-kind", args.engine_kind.is_some()),
         ("--publish-dir", args.publish_dir.is_some()),
+        ("--publish-dtype", args.publish_dtype.is_some()),
         ("--dispatch", args.dispatch.is_some()),
         ("--record-entropy", args.record_entropy),
         ("--checkpoint-every", args.checkpoint_every.is_some()),
@@ -359,6 +364,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(dir) = &args.publish_dir {
             config.rl.publish_dir = Some(dir.clone());
+        }
+        if let Some(dtype) = &args.publish_dtype {
+            config.rl.publish_dtype = if dtype == "bf16" {
+                rstar_policy::WeightDtype::Bf16
+            } else {
+                rstar_policy::WeightDtype::F32
+            };
         }
         if let Some(policy) = args.dispatch {
             config.rl.dispatch = policy;

@@ -356,9 +356,40 @@ fn remote_engines_write_each_step_with_the_weights_published_before_it() {
         .collect();
     assert_eq!(published, ["step-2"]);
 
+    // Published in bf16 (to the second server), the served weights are rounded: the
+    // log-prob check shows it, and warns above the configured threshold.
+    let mut bf16_config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    bf16_config["rl"]["logprob_diff_warn"] = serde_json::json!(1e-6);
+    let bf16_config_path = dir.path().join("bf16.json");
+    std::fs::write(&bf16_config_path, bf16_config.to_string()).unwrap();
+    let bf16 = dir.path().join("bf16");
+    let (ok, stdout, stderr) = rstar(&[
+        "train",
+        "--config",
+        bf16_config_path.to_str().unwrap(),
+        "--out",
+        bf16.to_str().unwrap(),
+        "--engines",
+        &urls[1],
+        "--publish-dtype",
+        "bf16",
+        "--stop-after-rl-steps",
+        "1",
+    ]);
+    assert!(ok, "{stderr}");
+    let first: Vec<Value> = jsonl(&bf16.join("metrics.jsonl"));
+    let max = first[0]["rollout/logprob_diff_max"].as_f64().unwrap();
+    eprintln!("bf16 published weights: logprob_diff_max {max:.3e}");
+    assert!(max > 1e-5, "bf16 rounding left no trace: {}", first[0]);
+    assert!(
+        format!("{stdout}{stderr}").contains("warning: step 1: the engines' log-probs differ"),
+        "{stdout}{stderr}"
+    );
+
     // A server whose turns report another version than the published one fails the step
     // instead of being trained on: told it is vLLM, the trainer reloads it without a version
-    // (vLLM's call), so it keeps reporting `step-2`.
+    // (vLLM's call), so it keeps reporting `step-2` (the bf16 run used the other server).
     let stale = dir.path().join("stale");
     let (ok, _, stderr) = rstar(&[
         "train",

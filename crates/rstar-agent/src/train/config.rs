@@ -392,6 +392,11 @@ pub struct RlOptions {
     /// `<out>/published`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish_dir: Option<PathBuf>,
+    /// Remote engines: the element type of the published weights, `F32` (exact; the default)
+    /// or `Bf16` (half the size: what a real model is served in; the log-prob gap then shows
+    /// the rounding).
+    #[serde(default)]
+    pub publish_dtype: rstar_policy::WeightDtype,
     /// A warning is logged when a step's mean `|engine − trainer|` log-prob
     /// (`rollout/logprob_diff_mean`) is above this.
     #[serde(default = "default_logprob_diff_warn")]
@@ -659,6 +664,7 @@ impl TrainConfig {
                 engines: Engines::Local(1),
                 engine_kind: None,
                 publish_dir: None,
+                publish_dtype: rstar_policy::WeightDtype::F32,
                 logprob_diff_warn: default_logprob_diff_warn(),
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,
@@ -728,6 +734,7 @@ impl TrainConfig {
                 engines: Engines::Local(1),
                 engine_kind: None,
                 publish_dir: None,
+                publish_dtype: rstar_policy::WeightDtype::F32,
                 logprob_diff_warn: default_logprob_diff_warn(),
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,

@@ -36,6 +36,7 @@ pub struct RemoteRollouts {
     urls: Vec<String>,
     kinds: Vec<EngineKind>,
     publish_dir: PathBuf,
+    dtype: WeightDtype,
     tokenizer: Arc<Tokenizer>,
     /// The version every engine serves, once published.
     published: Mutex<Option<String>>,
@@ -65,7 +66,7 @@ fn engine(url: &str, tokenizer: &Arc<Tokenizer>) -> Result<RemoteEngine, AgentEr
 
 impl RemoteRollouts {
     /// Checks every URL and learns each server's kind (`kind`, or detected from
-    /// `GET /v1/models`); weights are published under `publish_dir`.
+    /// `GET /v1/models`); weights are published under `publish_dir` in `dtype`.
     ///
     /// # Errors
     /// A bad URL, a server that does not answer, or one whose kind cannot be told.
@@ -73,6 +74,7 @@ impl RemoteRollouts {
         urls: &[String],
         kind: Option<EngineKind>,
         publish_dir: PathBuf,
+        dtype: WeightDtype,
         tokenizer: &Tokenizer,
     ) -> Result<Self, AgentError> {
         let tokenizer = Arc::new(tokenizer.clone());
@@ -94,6 +96,7 @@ impl RemoteRollouts {
             urls: urls.to_vec(),
             kinds,
             publish_dir,
+            dtype,
             tokenizer,
             published: Mutex::new(None),
         })
@@ -135,7 +138,7 @@ impl RemoteRollouts {
                 source: e,
             })?;
         }
-        save_dir(model, &self.tokenizer, &dir, WeightDtype::F32)?;
+        save_dir(model, &self.tokenizer, &dir, self.dtype)?;
         // vLLM reloads from the directory it was started with unless told a path; every kind
         // here is told this one.
         let dir = std::fs::canonicalize(&dir).map_err(|e| AgentError::Io {
@@ -331,5 +334,24 @@ mod tests {
         // A version vLLM does report is still checked.
         assert!(check_version("e", EngineKind::Vllm, Some("x"), "step-3").is_err());
         assert_eq!(weight_version(0), "step-0");
+    }
+
+    #[test]
+    fn engines_read_as_a_count_a_list_or_a_comma_separated_string() {
+        use super::super::config::Engines;
+        let two = Engines::Remote(vec!["http://a:1".into(), "http://b:2".into()]);
+        let read = |text: &str| serde_json::from_str::<Engines>(text);
+        assert_eq!(read("2").unwrap(), Engines::Local(2));
+        assert_eq!(read(r#"["http://a:1", "http://b:2"]"#).unwrap(), two);
+        assert_eq!(read(r#""http://a:1, http://b:2""#).unwrap(), two);
+        assert_eq!("http://a:1,http://b:2".parse::<Engines>().unwrap(), two);
+        assert_eq!("4".parse::<Engines>().unwrap(), Engines::Local(4));
+        // Written back as they are read.
+        assert_eq!(serde_json::to_string(&Engines::Local(3)).unwrap(), "3");
+        assert_eq!(read(&serde_json::to_string(&two).unwrap()).unwrap(), two);
+        for bad in [r#""ftp://x""#, "true", r#""""#, "-1"] {
+            let e = read(bad).unwrap_err().to_string();
+            assert!(e.contains("URL") || e.contains("engines"), "{bad}: {e}");
+        }
     }
 }

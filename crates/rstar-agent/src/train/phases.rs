@@ -216,6 +216,7 @@ impl<'a> Run<'a> {
                     urls,
                     config.rl.engine_kind,
                     super::engines::publish_dir(config.rl.publish_dir.as_deref(), out),
+                    config.rl.publish_dtype,
                     &tokenizer,
                 )?;
                 observer.log(&format!(
