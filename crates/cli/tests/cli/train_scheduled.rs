@@ -418,48 +418,26 @@ fn bad_engine_lists_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_file(dir.path(), vec![Stage::new("s", 96, 2).steps(1)], 1);
     let out = dir.path().join("run");
-    let out = out.to_str().unwrap();
-    let (ok, _, stderr) = rstar(&[
-        "train",
-        "--config",
-        &config,
-        "--out",
-        out,
-        "--engines",
-        "ftp://x",
-    ]);
-    assert!(!ok);
+    // `rstar train` on the config with `extra` flags must fail: its standard error.
+    let refused = |extra: &[&str]| -> String {
+        let mut args = vec!["train", "--config", &config, "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let (ok, _, stderr) = rstar(&args);
+        assert!(!ok, "{extra:?} ran");
+        stderr
+    };
+    let stderr = refused(&["--engines", "ftp://x"]);
     assert!(
         stderr.contains("comma-separated list of http:// URLs"),
         "{stderr}"
     );
     // Servers with the lock-step driver asked for explicitly.
-    let (ok, _, stderr) = rstar(&[
-        "train",
-        "--config",
-        &config,
-        "--out",
-        out,
-        "--engines",
-        "http://127.0.0.1:9",
-        "--rollout",
-        "lockstep",
-    ]);
-    assert!(!ok);
+    let stderr = refused(&["--engines", "http://127.0.0.1:9", "--rollout", "lockstep"]);
     assert!(
         stderr.contains("rl.rollout_driver") && stderr.contains("scheduled"),
         "{stderr}"
     );
     // Nobody listening.
-    let (ok, _, stderr) = rstar(&[
-        "train",
-        "--config",
-        &config,
-        "--out",
-        out,
-        "--engines",
-        "http://127.0.0.1:9",
-    ]);
-    assert!(!ok);
+    let stderr = refused(&["--engines", "http://127.0.0.1:9"]);
     assert!(stderr.contains("http://127.0.0.1:9"), "{stderr}");
 }

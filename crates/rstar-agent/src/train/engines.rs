@@ -28,7 +28,7 @@ use crate::remote::{EngineKind, RemoteEngine, RemoteEngineConfig};
 use rstar_policy::Sampling;
 
 use super::optim::pack;
-use super::rl::{MICRO_BATCH_TOKENS, micro_batches};
+use super::rl::{MICRO_BATCH_TOKENS, micro_batches, packed, sequence_row};
 
 /// The remote engines of a run and what they serve.
 #[derive(Debug)]
@@ -261,33 +261,23 @@ pub fn logprob_gap(
     trajectories: &[Trajectory],
     engine: &[Option<Vec<f32>>],
 ) -> Option<(f64, f64)> {
-    // Per trajectory with engine log-probs: (token ids, loss weights) and those log-probs.
-    type Row<'a> = ((Vec<u32>, Vec<f32>), &'a [f32]);
-    let rows: Vec<Row<'_>> = trajectories
+    // Per trajectory with engine log-probs: its sequence row and those log-probs.
+    let (seqs, theirs): (Vec<_>, Vec<&[f32]>) = trajectories
         .iter()
         .zip(engine)
         .filter_map(|(t, lp)| {
             let lp = lp.as_deref().filter(|l| !l.is_empty())?;
-            let mut ids = t.prompt_ids.clone();
-            ids.extend_from_slice(&t.response_ids);
-            let mut w = vec![0.0f32; t.prompt_ids.len()];
-            w.extend(t.loss_mask.iter().map(|&m| f32::from(m)));
-            Some(((ids, w), lp))
+            Some((sequence_row(t), lp))
         })
-        .collect();
-    if rows.is_empty() {
+        .unzip();
+    if seqs.is_empty() {
         return None;
     }
-    let seqs: Vec<(Vec<u32>, Vec<f32>)> = rows.iter().map(|(r, _)| r.clone()).collect();
     let device: Device = policy.device();
     let all: Vec<usize> = (0..seqs.len()).collect();
     let (mut max, mut sum, mut n) = (0.0f64, 0.0f64, 0usize);
     for part in micro_batches(&all, &seqs, MICRO_BATCH_TOKENS) {
-        let slices: Vec<(&[u32], &[f32])> = part
-            .iter()
-            .map(|&i| (seqs[i].0.as_slice(), seqs[i].1.as_slice()))
-            .collect();
-        let (tokens, _, len) = pack(&slices, &device);
+        let (tokens, _, len) = pack(&packed(&part, &seqs), &device);
         let (logp, _) = sequence_logprobs(policy, tokens);
         let values: Vec<f32> = logp
             .into_data()
@@ -296,11 +286,10 @@ pub fn logprob_gap(
             .unwrap_or_default();
         for (k, &i) in part.iter().enumerate() {
             let (ids, w) = &seqs[i];
-            let theirs = rows[i].1;
             let mine = (1..ids.len())
                 .filter(|&j| w[j] == 1.0)
                 .map(|j| values.get(k * (len - 1) + j - 1).copied());
-            for (a, b) in mine.zip(theirs) {
+            for (a, b) in mine.zip(theirs[i]) {
                 let d = a.map_or(f64::INFINITY, |a| f64::from((a - b).abs()));
                 max = max.max(d);
                 sum += d;

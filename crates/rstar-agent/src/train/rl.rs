@@ -363,19 +363,6 @@ fn step_rollouts(
                 samples,
                 &schedule_config(inputs.template, inputs.stage, step_seed, o.dispatch),
             )?;
-            if let Some(stale) = out
-                .weight_versions
-                .iter()
-                .flatten()
-                .find(|v| v.as_str() != version)
-            {
-                return Err(AgentError::Remote {
-                    url: remote.describe(),
-                    message: format!(
-                        "a rollout was written by weight version(s) `{stale}`, not the published `{version}`"
-                    ),
-                });
-            }
             Ok(StepRollouts {
                 output: out.rollout,
                 engine_logprobs: Some(out.engine_logprobs),
@@ -466,16 +453,7 @@ fn update(
     let rewards: Vec<f32> = kept.iter().map(|t| t.reward.unwrap_or(0.0)).collect();
     let groups: Vec<&str> = kept.iter().map(|t| t.id.as_str()).collect();
     let advantages = group_advantages(&rewards, &groups, &o.grpo.advantage)?;
-    let rows: Vec<(Vec<u32>, Vec<f32>)> = kept
-        .iter()
-        .map(|t| {
-            let mut ids = t.prompt_ids.clone();
-            ids.extend_from_slice(&t.response_ids);
-            let mut w = vec![0.0f32; t.prompt_ids.len()];
-            w.extend(t.loss_mask.iter().map(|&m| f32::from(m)));
-            (ids, w)
-        })
-        .collect();
+    let rows: Vec<(Vec<u32>, Vec<f32>)> = kept.iter().map(sequence_row).collect();
     let inner = policy.device();
     let n = rows.len();
     let per = n.div_ceil(o.mini_batches.min(n));
@@ -645,7 +623,21 @@ pub fn micro_batches(
 }
 
 /// The rows of `part` as [`pack`] takes them.
-fn packed<'a>(part: &[usize], rows: &'a [(Vec<u32>, Vec<f32>)]) -> Vec<(&'a [u32], &'a [f32])> {
+/// A trajectory as one training sequence: the prompt and response ids, and per id its loss
+/// weight (0 on the prompt and tool tokens, 1 on the assistant's).
+pub(super) fn sequence_row(t: &Trajectory) -> (Vec<u32>, Vec<f32>) {
+    let mut ids = t.prompt_ids.clone();
+    ids.extend_from_slice(&t.response_ids);
+    let mut w = vec![0.0f32; t.prompt_ids.len()];
+    w.extend(t.loss_mask.iter().map(|&m| f32::from(m)));
+    (ids, w)
+}
+
+/// The rows of a micro-batch, borrowed as [`pack`] takes them.
+pub(super) fn packed<'a>(
+    part: &[usize],
+    rows: &'a [(Vec<u32>, Vec<f32>)],
+) -> Vec<(&'a [u32], &'a [f32])> {
     part.iter()
         .map(|&i| (rows[i].0.as_slice(), rows[i].1.as_slice()))
         .collect()
