@@ -6,6 +6,7 @@
 mod bench;
 mod chromium;
 mod ci;
+mod engines;
 mod snippets;
 mod train;
 mod util;
@@ -24,6 +25,7 @@ commands:
   doc-snippets      build and run the docs' use-it-from-another-project snippets in a scratch project
   bench NAME        run a benchmark against its peer, side by side (`cargo xtask bench` lists them)
   test-wgpu         install Mesa's lavapipe and run the policy's wgpu-vs-flex test on the CPU (slow)
+  test-engines      RL steps with rollouts on a real vLLM (PyPI's CPU build, installed under target/vllm-venv) and rstar serve, tools on two rstar tools serve (slow, ~6 GB)
   venv              create or update the Python virtualenv under target/venv (test and bench requirements)
 ";
 
@@ -51,6 +53,7 @@ fn dispatch() -> Result<()> {
         "eval" => train::eval(&rest),
         "bench" => bench::run(&rest),
         "test-wgpu" => wgpu::run(&rest),
+        "test-engines" => engines::run(&rest),
         "venv" => venv::ensure_bench().map(|py| println!("{}", py.display())),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");

@@ -4,7 +4,7 @@
 //! stamp file holding the installed requirements makes the step a no-op when
 //! nothing changed, so `cargo xtask ci` is cheap to rerun.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
@@ -35,30 +35,41 @@ fn ensure_file(name: &str) -> Result<PathBuf> {
     if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
         return Ok(python);
     }
-    if !python.exists() {
-        let host = std::env::var("RSTAR_HOST_PYTHON").unwrap_or_else(|_| "python3".into());
-        step(
-            "create virtualenv",
-            Command::new(&host).args(["-m", "venv"]).arg(&venv),
-        )
-        .with_context(|| {
-            format!("`{host} -m venv` failed: install Python 3 with venv (Debian: python3-venv)")
-        })?;
-    }
+    create(&venv)?;
     step(
         "install Python requirements",
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(&req_path),
+        pip_install(&python).arg("-r").arg(&req_path),
     )
     .context("pip could not install xtask/requirements.txt (is PyPI reachable?)")?;
     std::fs::write(&stamp, wanted)?;
     Ok(python)
+}
+
+/// Creates the virtualenv `venv` with the host's Python 3 (`RSTAR_HOST_PYTHON`, else
+/// `python3`) unless it exists.
+pub fn create(venv: &Path) -> Result<()> {
+    if venv.join("bin").join("python").exists() {
+        return Ok(());
+    }
+    let host = std::env::var("RSTAR_HOST_PYTHON").unwrap_or_else(|_| "python3".into());
+    step(
+        "create virtualenv",
+        Command::new(&host).args(["-m", "venv"]).arg(venv),
+    )
+    .with_context(|| {
+        format!("`{host} -m venv` failed: install Python 3 with venv (Debian: python3-venv)")
+    })
+}
+
+/// `python -m pip install --quiet --disable-pip-version-check`, for the arguments to follow.
+pub fn pip_install(python: &Path) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]);
+    cmd
 }

@@ -280,6 +280,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             python: args.python.clone(),
             workers: args.workers,
             timeout_secs: args.tool_timeout,
+            servers: Vec::new(),
         })
         .context("starting the tool sandbox (set --python or RSTAR_PYTHON)")?;
         let tools: Arc<dyn AsyncTools> = Arc::new(PoolTools {

@@ -100,6 +100,11 @@ pub struct Args {
     /// (half the size) [default: f32].
     #[arg(long, value_name = "DTYPE", value_parser = ["f32", "bf16"])]
     pub publish_dtype: Option<String>,
+    /// With `--engines URL…`: `disk` (write to the publish directory, which every engine
+    /// reads) or `http` (push to each `rstar serve` engine, for engines on other machines)
+    /// [default: disk].
+    #[arg(long, value_name = "HOW")]
+    pub publish_via: Option<rstar_agent::train::PublishVia>,
     /// `--rollout scheduled`: `static`, `least-requests` or `kv-aware` [default: kv-aware].
     #[arg(long, value_name = "POLICY")]
     pub dispatch: Option<DispatchPolicy>,
@@ -117,6 +122,11 @@ pub struct Args {
     /// Tool sandbox workers [default: one per CPU].
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Run every tool call on code-judge servers (`rstar tools serve`, code-judge) at these
+    /// URLs, comma-separated, instead of the in-process sandbox (`tools.servers`; also with
+    /// `--resume`, to move a run to other servers).
+    #[arg(long, value_name = "URL[,URL…]", value_delimiter = ',')]
+    pub tools: Vec<String>,
     /// Where to write TensorBoard event files [default: <out>/tb]; one directory per run
     /// (a resume replaces the event files this trainer wrote there).
     #[arg(long, value_name = "DIR")]
@@ -265,6 +275,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--engine-kind", args.engine_kind.is_some()),
         ("--publish-dir", args.publish_dir.is_some()),
         ("--publish-dtype", args.publish_dtype.is_some()),
+        ("--publish-via", args.publish_via.is_some()),
         ("--dispatch", args.dispatch.is_some()),
         ("--record-entropy", args.record_entropy),
         ("--checkpoint-every", args.checkpoint_every.is_some()),
@@ -306,6 +317,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         stop_after_rl_steps: args.stop_after_rl_steps,
         python: args.python.clone(),
         workers: args.workers,
+        tool_servers: args.tools.clone(),
         tensorboard: args.tensorboard.clone(),
     };
     let mut progress = Progress {
@@ -365,6 +377,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(dir) = &args.publish_dir {
             config.rl.publish_dir = Some(dir.clone());
         }
+        if let Some(via) = args.publish_via {
+            config.rl.publish_via = via;
+        }
         if let Some(dtype) = &args.publish_dtype {
             config.rl.publish_dtype = if dtype == "bf16" {
                 rstar_policy::WeightDtype::Bf16
@@ -386,6 +401,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(workers) = args.workers {
             config.tools.workers = workers;
+        }
+        if !args.tools.is_empty() {
+            config.tools.servers = args.tools.clone();
         }
         if args.dry_run {
             println!("{}", serde_json::to_string_pretty(&config)?);

@@ -28,6 +28,7 @@ mod cli {
     mod tools;
     mod tools_serve;
     pub mod train;
+    mod train_faults;
     mod train_plots;
     mod train_report;
     mod train_scheduled;

@@ -61,6 +61,50 @@ pub fn load_model(dir: &Path, device: &Device) -> Result<Qwen> {
             })
         })
         .collect::<Result<_>>()?;
+    from_parsed(config, &parsed, &files, dir, device)
+}
+
+/// Loads a model of `config` from the bytes of one safetensors file in HF naming (what
+/// [`safetensors_bytes`] writes; a trainer pushing weights over HTTP sends them). `origin`
+/// names the source in errors.
+///
+/// # Errors
+/// As [`load_model`]: bytes that are not safetensors, a missing tensor, a shape or dtype that
+/// does not fit `config`.
+pub fn load_model_from_bytes(
+    config: QwenConfig,
+    bytes: &[u8],
+    device: &Device,
+    origin: &Path,
+) -> Result<Qwen> {
+    let parsed = SafeTensors::deserialize(bytes).map_err(|e| Error::Safetensors {
+        path: origin.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    // Every tensor must be one of the architecture's: a model with more layers or another
+    // head would otherwise load its matching part silently.
+    let expected: std::collections::HashSet<String> = crate::model::tensor_specs(&config)
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    if let Some(extra) = parsed.names().into_iter().find(|n| !expected.contains(*n)) {
+        return Err(Error::Safetensors {
+            path: origin.to_path_buf(),
+            message: format!("tensor `{extra}` is not one of the architecture's (another model?)"),
+        });
+    }
+    from_parsed(config, &[parsed], &[origin.to_path_buf()], origin, device)
+}
+
+/// The model of `config` from parsed safetensors files (`files[i]` names `parsed[i]`; `dir`
+/// names them all in a missing-tensor error).
+fn from_parsed(
+    config: QwenConfig,
+    parsed: &[SafeTensors<'_>],
+    files: &[PathBuf],
+    dir: &Path,
+    device: &Device,
+) -> Result<Qwen> {
     let mut index: HashMap<String, usize> = HashMap::new();
     for (i, st) in parsed.iter().enumerate() {
         for name in st.names() {
@@ -113,12 +157,71 @@ pub fn save_dir(model: &Qwen, tokenizer: &Tokenizer, dir: &Path, dtype: WeightDt
     Ok(())
 }
 
+/// Saves `model` like [`save_dir`], with its output head untied: `tie_word_embeddings: false`
+/// and `lm_head.weight` a copy of the embedding, so it computes exactly what the tied model
+/// does. For servers that do not reload a tied head (vLLM's `reload_weights` keeps the old one):
+/// serve and reload such copies. An untied model is saved as is.
+///
+/// # Errors
+/// As [`save_dir`].
+pub fn save_dir_untied(
+    model: &Qwen,
+    tokenizer: &Tokenizer,
+    dir: &Path,
+    dtype: WeightDtype,
+) -> Result<()> {
+    if !model.config.tie_word_embeddings {
+        return save_dir(model, tokenizer, dir, dtype);
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut config = model.config.clone();
+    config.tie_word_embeddings = false;
+    let mut tensors = model.hf_tensors()?;
+    let embed = tensors
+        .iter()
+        .find(|(spec, _)| spec.name == "model.embed_tokens.weight")
+        .map(|(spec, data)| (spec.shape.clone(), data.clone()))
+        .expect("every model has an embedding");
+    tensors.push((
+        TensorSpec {
+            name: "lm_head.weight".into(),
+            shape: embed.0,
+            transposed: false,
+        },
+        embed.1,
+    ));
+    let config_path = dir.join("config.json");
+    std::fs::write(&config_path, config.to_hf_json()?).map_err(|e| Error::io(&config_path, e))?;
+    write_safetensors(&dir.join("model.safetensors"), &tensors, dtype)?;
+    tokenizer.save_to_dir(dir)?;
+    Ok(())
+}
+
 /// Writes named tensors (HF layout) to a safetensors file.
 pub fn write_safetensors(
     path: &Path,
     tensors: &[(TensorSpec, Vec<f32>)],
     dtype: WeightDtype,
 ) -> Result<()> {
+    let buf = safetensors_bytes(tensors, dtype).map_err(|e| match e {
+        Error::Safetensors { message, .. } => Error::Safetensors {
+            path: path.to_path_buf(),
+            message,
+        },
+        other => other,
+    })?;
+    std::fs::write(path, buf).map_err(|e| Error::io(path, e))
+}
+
+/// Named tensors (HF layout) as the bytes of a safetensors file, in `dtype`.
+///
+/// # Errors
+/// [`Error::Safetensors`] when a tensor's data does not fit its shape.
+pub fn safetensors_bytes(
+    tensors: &[(TensorSpec, Vec<f32>)],
+    dtype: WeightDtype,
+) -> Result<Vec<u8>> {
+    let path = Path::new("<safetensors>");
     let encoded: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
         .iter()
         .map(|(spec, data)| {
@@ -148,11 +251,10 @@ pub fn write_safetensors(
         })?;
     let mut meta = HashMap::new();
     meta.insert("format".to_string(), "pt".to_string());
-    let buf = safetensors::serialize(views, Some(meta)).map_err(|e| Error::Safetensors {
+    safetensors::serialize(views, Some(meta)).map_err(|e| Error::Safetensors {
         path: path.to_path_buf(),
         message: e.to_string(),
-    })?;
-    std::fs::write(path, buf).map_err(|e| Error::io(path, e))
+    })
 }
 
 fn to_f32(view: &TensorView<'_>) -> Option<Vec<f32>> {

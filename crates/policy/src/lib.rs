@@ -52,7 +52,10 @@ pub mod logprobs;
 pub mod model;
 pub mod tokenizer;
 
-pub use checkpoint::{WeightDtype, load_dir, load_model, save_dir};
+pub use checkpoint::{
+    WeightDtype, load_dir, load_model, load_model_from_bytes, safetensors_bytes, save_dir,
+    save_dir_untied,
+};
 pub use config::{Architecture, QwenConfig};
 pub use error::{Error, Result};
 pub use generate::{

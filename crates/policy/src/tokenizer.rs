@@ -76,6 +76,63 @@ impl CharTokenizer {
         self.specials.len() + 256
     }
 
+    /// This vocabulary as the text of an HF `tokenizer.json`, so that HF tools (transformers,
+    /// vLLM, SGLang) read a model directory written with it: the specials as added tokens with
+    /// their ids (matched leftmost-longest, as [`encode`](Self::encode) matches them; none
+    /// marked special, so that decoding never drops them), then a byte-level BPE without
+    /// merges, byte `b` as id `BYTE_OFFSET + b`. Both tokenizers give the same ids and text
+    /// for any string.
+    pub fn to_hf_json(&self) -> String {
+        let offset = self.byte_offset();
+        // The specials are in the model's vocabulary too: the `tokenizers` library numbers
+        // added tokens that the model does not know after its vocabulary, whatever ids the
+        // file gives them.
+        let vocab: serde_json::Map<String, serde_json::Value> = self
+            .specials
+            .iter()
+            .enumerate()
+            .map(|(id, s)| (s.clone(), serde_json::json!(id)))
+            .chain(
+                byte_level_chars()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(b, c)| (c.to_string(), serde_json::json!(offset as usize + b))),
+            )
+            .collect();
+        let added: Vec<serde_json::Value> = self
+            .specials
+            .iter()
+            .enumerate()
+            .map(|(id, content)| {
+                serde_json::json!({
+                    "id": id, "content": content, "single_word": false, "lstrip": false,
+                    "rstrip": false, "normalized": false, "special": false
+                })
+            })
+            .collect();
+        let byte_level = serde_json::json!({
+            "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false,
+            "use_regex": false
+        });
+        let hf = serde_json::json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": added,
+            "normalizer": null,
+            "pre_tokenizer": byte_level,
+            "post_processor": null,
+            "decoder": byte_level,
+            "model": {
+                "type": "BPE", "dropout": null, "unk_token": null,
+                "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                "vocab": vocab, "merges": []
+            }
+        });
+        serde_json::to_string_pretty(&hf).expect("the tokenizer serialises")
+    }
+
     fn byte_offset(&self) -> u32 {
         self.specials.len() as u32
     }
@@ -158,6 +215,24 @@ pub enum Tokenizer {
     Char(CharTokenizer),
 }
 
+/// GPT-2's byte-level alphabet: the character standing for each byte, in byte order (printable
+/// Latin-1 bytes stand for themselves, the others for U+0100 on).
+fn byte_level_chars() -> Vec<char> {
+    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || b >= 174;
+    let mut next = 256u32;
+    (0u32..256)
+        .map(|b| {
+            let code = if printable(b) {
+                b
+            } else {
+                next += 1;
+                next - 1
+            };
+            char::from_u32(code).expect("a code point below U+0144")
+        })
+        .collect()
+}
+
 impl Tokenizer {
     /// The built-in tokenizer.
     pub fn char() -> Self {
@@ -190,10 +265,26 @@ impl Tokenizer {
         })
     }
 
-    /// Writes the tokenizer into a directory; returns the file written.
+    /// Writes the tokenizer into a directory; returns the file this crate reads back. The
+    /// built-in one is also written as an HF `tokenizer.json` with a `tokenizer_config.json`
+    /// ([`CharTokenizer::to_hf_json`]), for HF tools; [`from_dir`](Self::from_dir) reads
+    /// `tokenizer_rstar.json` first, so the directory still loads as the built-in tokenizer
+    /// here.
     pub fn save_to_dir(&self, dir: &Path) -> Result<PathBuf> {
         match self {
             Tokenizer::Char(tok) => {
+                let hf = dir.join(HF_TOKENIZER_FILE);
+                std::fs::write(&hf, tok.to_hf_json()).map_err(|e| Error::io(&hf, e))?;
+                let config = dir.join("tokenizer_config.json");
+                let text = serde_json::to_string_pretty(&serde_json::json!({
+                    "tokenizer_class": "PreTrainedTokenizerFast",
+                    "eos_token": "<|im_end|>",
+                    "pad_token": "<|endoftext|>",
+                    "clean_up_tokenization_spaces": false,
+                    "model_max_length": 1_000_000,
+                }))
+                .expect("the config serialises");
+                std::fs::write(&config, text).map_err(|e| Error::io(&config, e))?;
                 let path = dir.join(CHAR_TOKENIZER_FILE);
                 let text = serde_json::to_string_pretty(tok).expect("tokenizer serialises");
                 std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;

@@ -34,9 +34,12 @@
 //! ```
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use rstar_policy::{
     Generation, GenerationConfig, Qwen, Request, Sampling, Tokenizer, generate_requests,
@@ -94,6 +97,178 @@ pub trait TurnGenerator: Send + Sync {
 
     /// Writes one turn.
     fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>>;
+}
+
+/// What an engine reports of its load: its KV capacity and use in tokens, and its requests.
+/// Remote servers report it on `GET /metrics` ([`EngineLoad::from_prometheus`]: vLLM's, SGLang's
+/// and `rstar serve`'s gauges); a [`LocalEngine`] counts its own ([`LocalEngine::load`]).
+/// A field the engine does not report is `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct EngineLoad {
+    /// KV-cache capacity in tokens.
+    pub capacity_tokens: Option<u64>,
+    /// KV tokens in use (or, for a local engine, reserved by the turns in flight).
+    pub used_tokens: Option<u64>,
+    /// Requests being generated.
+    pub running: Option<u64>,
+    /// Requests waiting for a batch.
+    pub waiting: Option<u64>,
+}
+
+impl EngineLoad {
+    /// KV tokens free now, when both the capacity and the use are known.
+    pub fn free_tokens(&self) -> Option<u64> {
+        Some(self.capacity_tokens?.saturating_sub(self.used_tokens?))
+    }
+
+    /// Reads a Prometheus text exposition (`GET /metrics`):
+    ///
+    /// - vLLM: `vllm:cache_config_info{num_gpu_blocks, block_size}` (capacity),
+    ///   `vllm:kv_cache_usage_perc` (or the older `vllm:gpu_cache_usage_perc`, a 0–1
+    ///   fraction), `vllm:num_requests_running`, `vllm:num_requests_waiting`;
+    /// - SGLang: `sglang:max_total_num_tokens`, `sglang:token_usage` (0–1),
+    ///   `sglang:num_running_reqs`, `sglang:num_queue_reqs`.
+    ///
+    /// `rstar serve` writes vLLM's names. Series of one metric with different labels (one per
+    /// data-parallel rank) are summed; usage fractions are averaged. Unknown lines are
+    /// ignored, so an empty text gives an all-`None` load.
+    pub fn from_prometheus(text: &str) -> EngineLoad {
+        let (mut capacity, mut running, mut waiting) = (None::<f64>, None::<f64>, None::<f64>);
+        let (mut usage_sum, mut usage_n) = (0.0f64, 0u32);
+        let add = |slot: &mut Option<f64>, v: f64| *slot = Some(slot.unwrap_or(0.0) + v);
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            // `name{labels} value [timestamp]`; label values may hold spaces.
+            let (name, labels, rest) = match (line.find('{'), line.rfind('}')) {
+                (Some(open), Some(close)) if open < close => {
+                    (&line[..open], &line[open + 1..close], &line[close + 1..])
+                }
+                _ => match line.split_once(char::is_whitespace) {
+                    Some((name, rest)) => (name, "", rest),
+                    None => continue,
+                },
+            };
+            let Some(value) = rest.split_whitespace().next() else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            if !value.is_finite() {
+                continue;
+            }
+            match name {
+                "vllm:cache_config_info" => {
+                    let label = |key: &str| {
+                        labels.split(',').find_map(|kv| {
+                            let (k, v) = kv.split_once('=')?;
+                            (k.trim() == key)
+                                .then(|| v.trim().trim_matches('"').parse::<f64>().ok())
+                                .flatten()
+                        })
+                    };
+                    if let (Some(blocks), Some(size)) =
+                        (label("num_gpu_blocks"), label("block_size"))
+                    {
+                        add(&mut capacity, blocks * size);
+                    }
+                }
+                "sglang:max_total_num_tokens" => add(&mut capacity, value),
+                "vllm:kv_cache_usage_perc" | "vllm:gpu_cache_usage_perc" | "sglang:token_usage" => {
+                    usage_sum += value.clamp(0.0, 1.0);
+                    usage_n += 1;
+                }
+                "vllm:num_requests_running" | "sglang:num_running_reqs" => add(&mut running, value),
+                "vllm:num_requests_waiting" | "sglang:num_queue_reqs" => add(&mut waiting, value),
+                _ => {}
+            }
+        }
+        let tokens = |v: f64| v.max(0.0).round() as u64;
+        let usage = (usage_n > 0).then(|| usage_sum / f64::from(usage_n));
+        EngineLoad {
+            capacity_tokens: capacity.map(tokens),
+            used_tokens: capacity.zip(usage).map(|(c, u)| tokens(c * u)),
+            running: running.map(tokens),
+            waiting: waiting.map(tokens),
+        }
+    }
+
+    /// The Prometheus text `rstar serve` answers on `GET /metrics`: vLLM's gauge names, so
+    /// that dashboards and clients written for vLLM read it, with a one-token block.
+    pub fn to_prometheus(&self, model_name: &str) -> String {
+        let label = model_name.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut out = String::new();
+        let mut gauge = |name: &str, help: &str, labels: &str, value: String| {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{labels}}} {value}\n"
+            ));
+        };
+        let model = format!("model_name=\"{label}\"");
+        if let Some(c) = self.capacity_tokens {
+            gauge(
+                "vllm:cache_config_info",
+                "Information of the KV cache (capacity = num_gpu_blocks * block_size tokens).",
+                &format!("{model},block_size=\"1\",num_gpu_blocks=\"{c}\""),
+                "1".into(),
+            );
+            let usage = match (c, self.used_tokens) {
+                (0, _) | (_, None) => 0.0,
+                (c, Some(u)) => (u as f64 / c as f64).min(1.0),
+            };
+            gauge(
+                "vllm:kv_cache_usage_perc",
+                "KV-cache usage (1 means 100 percent).",
+                &model,
+                format!("{usage}"),
+            );
+        }
+        if let Some(r) = self.running {
+            gauge(
+                "vllm:num_requests_running",
+                "Requests being generated.",
+                &model,
+                r.to_string(),
+            );
+        }
+        if let Some(w) = self.waiting {
+            gauge(
+                "vllm:num_requests_waiting",
+                "Requests waiting for a batch.",
+                &model,
+                w.to_string(),
+            );
+        }
+        out
+    }
+}
+
+/// The counters behind [`LocalEngine::load`].
+#[derive(Debug, Default)]
+struct LoadCounters {
+    /// Turns sent and not yet answered.
+    turns: AtomicU64,
+    /// Their contexts plus their `max_new_tokens`.
+    tokens: AtomicU64,
+    /// Turns in the batch being generated.
+    running: AtomicU64,
+}
+
+/// Takes a turn off the counters when it is answered or abandoned.
+struct InFlight {
+    counters: Arc<LoadCounters>,
+    tokens: u64,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.counters.turns.fetch_sub(1, Ordering::SeqCst);
+        self.counters
+            .tokens
+            .fetch_sub(self.tokens, Ordering::SeqCst);
+    }
 }
 
 /// An owned, shareable [`Tokenizer`] as the agent layer's [`TextTokenizer`].
@@ -188,6 +363,7 @@ pub struct LocalEngine {
     tx: Option<mpsc::Sender<Message>>,
     thread: Option<JoinHandle<()>>,
     config: LocalEngineConfig,
+    load: Arc<LoadCounters>,
 }
 
 impl std::fmt::Debug for LocalEngine {
@@ -203,14 +379,31 @@ impl LocalEngine {
     pub fn spawn(model: Qwen, tokenizer: Tokenizer, config: LocalEngineConfig) -> Self {
         let (tx, rx) = mpsc::channel::<Message>();
         let thread_config = config.clone();
+        let load = Arc::new(LoadCounters::default());
+        let thread_load = Arc::clone(&load);
         let thread = std::thread::Builder::new()
             .name(format!("rstar-{}", config.name))
-            .spawn(move || serve(model, tokenizer, thread_config, rx))
+            .spawn(move || serve(model, tokenizer, thread_config, rx, &thread_load))
             .expect("spawning an engine thread");
         LocalEngine {
             tx: Some(tx),
             thread: Some(thread),
             config,
+            load,
+        }
+    }
+
+    /// The engine's load now: its configured KV capacity, the tokens the turns in flight may
+    /// hold (context plus `max_new_tokens` each: a local engine has no paged cache, so this is
+    /// what they reserve), the turns in the batch being generated and those waiting.
+    pub fn load(&self) -> EngineLoad {
+        let turns = self.load.turns.load(Ordering::SeqCst);
+        let running = self.load.running.load(Ordering::SeqCst).min(turns);
+        EngineLoad {
+            capacity_tokens: Some(self.config.kv_capacity),
+            used_tokens: Some(self.load.tokens.load(Ordering::SeqCst)),
+            running: Some(running),
+            waiting: Some(turns - running),
         }
     }
 
@@ -239,12 +432,20 @@ impl LocalEngine {
         options: TurnOptions,
     ) -> BoxFuture<'_, Result<(Generation, Arc<str>), BoxError>> {
         let (reply, answer) = tokio::sync::oneshot::channel();
+        let tokens = (spec.context.len() + spec.max_new_tokens) as u64;
+        self.load.turns.fetch_add(1, Ordering::SeqCst);
+        self.load.tokens.fetch_add(tokens, Ordering::SeqCst);
+        let in_flight = InFlight {
+            counters: Arc::clone(&self.load),
+            tokens,
+        };
         let sent = self.send(Message::Job(Job {
             spec,
             options,
             reply,
         }));
         Box::pin(async move {
+            let _in_flight = in_flight;
             if !sent {
                 return Err("the engine thread has stopped".into());
             }
@@ -305,6 +506,11 @@ impl TurnGenerator for LocalEngine {
         self.config.kv_capacity
     }
 
+    fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
+        let free = self.load().free_tokens().unwrap_or(self.config.kv_capacity);
+        Box::pin(async move { Ok(free) })
+    }
+
     fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>> {
         let generation = self.generate_versioned(spec, TurnOptions::default());
         Box::pin(async move {
@@ -326,6 +532,7 @@ fn serve(
     tokenizer: Tokenizer,
     config: LocalEngineConfig,
     rx: mpsc::Receiver<Message>,
+    load: &LoadCounters,
 ) {
     let mut version: Arc<str> = Arc::from(INITIAL_WEIGHT_VERSION);
     // A swap met while gathering a batch: done once that batch is written.
@@ -420,9 +627,12 @@ fn serve(
                 None => groups.push((sampling, eos.clone(), vec![job])),
             }
         }
+        let batch: usize = groups.iter().map(|g| g.2.len()).sum();
+        load.running.store(batch as u64, Ordering::SeqCst);
         for (sampling, eos, jobs) in groups {
             generate_group(&model, &tokenizer, &config, sampling, eos, jobs, &version);
         }
+        load.running.store(0, Ordering::SeqCst);
     }
 }
 

@@ -43,7 +43,7 @@ use rstar_policy::{Sampling, Tokenizer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::engine::{BoxError, BoxFuture, TurnGenerator, TurnSample, TurnSpec};
+use crate::engine::{BoxError, BoxFuture, EngineLoad, TurnGenerator, TurnSample, TurnSpec};
 use crate::error::AgentError;
 
 /// How a [`RemoteEngine`] talks to its server.
@@ -112,6 +112,8 @@ pub struct RemoteEngine {
     tokenizer: Arc<Tokenizer>,
     http: HttpClient<HttpConnector, Full<Bytes>>,
     info: tokio::sync::OnceCell<ModelInfo>,
+    /// The KV capacity the server last reported on `/metrics` (0: none reported).
+    reported_capacity: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for RemoteEngine {
@@ -164,6 +166,7 @@ impl RemoteEngine {
             tokenizer,
             http,
             info: tokio::sync::OnceCell::new(),
+            reported_capacity: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -179,12 +182,23 @@ impl RemoteEngine {
         }
     }
 
-    /// One HTTP exchange: (status, body).
+    /// One HTTP exchange with a JSON body: (status, body).
     async fn exchange(
         &self,
         method: Method,
         path: &str,
         body: Option<&Value>,
+    ) -> Result<(StatusCode, Bytes), Failure> {
+        let payload = body.map(|b| ("application/json", Bytes::from(b.to_string())));
+        self.exchange_payload(method, path, payload).await
+    }
+
+    /// One HTTP exchange with a body of any type: (status, body).
+    async fn exchange_payload(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&'static str, Bytes)>,
     ) -> Result<(StatusCode, Bytes), Failure> {
         let mut request = Request::builder()
             .method(method)
@@ -193,9 +207,9 @@ impl RemoteEngine {
             request = request.header(AUTHORIZATION, format!("Bearer {key}"));
         }
         let payload = match body {
-            Some(b) => {
-                request = request.header(CONTENT_TYPE, "application/json");
-                Bytes::from(b.to_string())
+            Some((content_type, bytes)) => {
+                request = request.header(CONTENT_TYPE, content_type);
+                bytes
             }
             None => Bytes::new(),
         };
@@ -250,12 +264,13 @@ impl RemoteEngine {
                 Err(failure) => failure,
             };
             if !failure.retry || attempt >= self.config.max_retries {
-                let tries = if failure.retry {
-                    format!(" (after {} attempts)", attempt + 1)
-                } else {
-                    String::new()
-                };
-                return Err(self.error(format!("{}{tries}", failure.message)));
+                if failure.retry {
+                    return Err(AgentError::Unavailable {
+                        url: self.base.clone(),
+                        message: format!("{} (after {} attempts)", failure.message, attempt + 1),
+                    });
+                }
+                return Err(self.error(failure.message));
             }
             let delay = self.config.backoff.saturating_mul(1 << attempt.min(16));
             tracing::warn!(url = %self.base, attempt, "{}; retrying in {delay:?}", failure.message);
@@ -306,7 +321,8 @@ impl RemoteEngine {
             "model": model,
             "prompt": spec.context,
             "max_tokens": max_tokens,
-            "seed": spec.seed,
+            // OpenAI's and vLLM's seeds are signed: the same 64 bits, as `rstar serve` reads them.
+            "seed": spec.seed as i64,
             "n": 1,
             "stream": false,
             "include_stop_str_in_output": true,
@@ -539,6 +555,96 @@ impl RemoteEngine {
         Ok(())
     }
 
+    /// The server's load from `GET /metrics` ([`EngineLoad::from_prometheus`]: vLLM's and
+    /// `rstar serve`'s gauges, SGLang's with `--enable-metrics`). One attempt, at most 5 s: a
+    /// server without the route (404) gives an all-`None` load.
+    ///
+    /// # Errors
+    /// [`AgentError::Unavailable`] when the server does not answer; another error status.
+    pub async fn load(&self) -> Result<EngineLoad, AgentError> {
+        let exchange = self.exchange(Method::GET, "/metrics", None);
+        let answer = tokio::time::timeout(Duration::from_secs(5), exchange).await;
+        match answer {
+            Ok(Ok((status, body))) if status.is_success() => {
+                let load = EngineLoad::from_prometheus(&String::from_utf8_lossy(&body));
+                if let Some(c) = load.capacity_tokens {
+                    self.reported_capacity
+                        .store(c, std::sync::atomic::Ordering::SeqCst);
+                }
+                Ok(load)
+            }
+            Ok(Ok((StatusCode::NOT_FOUND, _))) => Ok(EngineLoad::default()),
+            Ok(Ok((status, body))) => {
+                Err(self.error(format!("/metrics: HTTP {status}: {}", error_message(&body))))
+            }
+            Ok(Err(failure)) => Err(AgentError::Unavailable {
+                url: self.base.clone(),
+                message: format!("/metrics: {}", failure.message),
+            }),
+            Err(_) => Err(AgentError::Unavailable {
+                url: self.base.clone(),
+                message: "/metrics: no answer within 5 s".into(),
+            }),
+        }
+    }
+
+    /// Pushes the weights to an `rstar serve` engine: `POST /upload_weights?weight_version=V`
+    /// with `safetensors` (one file of the served architecture in HF naming,
+    /// `rstar_policy::safetensors_bytes`) as the body, then checks `GET /get_weight_version`.
+    /// For engines that cannot read the trainer's disk. One attempt: a reload is not repeated
+    /// blindly.
+    ///
+    /// # Errors
+    /// [`AgentError::Unavailable`] when the server does not answer; the server's refusal (a
+    /// body of another architecture); another version reported afterwards.
+    pub async fn upload_weights(
+        &self,
+        safetensors: Bytes,
+        version: &str,
+    ) -> Result<(), AgentError> {
+        let path = format!(
+            "/upload_weights?weight_version={}",
+            version
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    other => format!("%{other:02X}"),
+                })
+                .collect::<String>()
+        );
+        match self
+            .exchange_payload(
+                Method::POST,
+                &path,
+                Some(("application/octet-stream", safetensors)),
+            )
+            .await
+        {
+            Ok((status, _)) if status.is_success() => {}
+            Ok((status, body)) => {
+                return Err(self.error(format!(
+                    "/upload_weights: HTTP {status}: {}",
+                    error_message(&body)
+                )));
+            }
+            Err(failure) => {
+                return Err(AgentError::Unavailable {
+                    url: self.base.clone(),
+                    message: format!("/upload_weights: {}", failure.message),
+                });
+            }
+        }
+        let served = self.weight_version().await?;
+        if served.as_deref() != Some(version) {
+            return Err(self.error(format!(
+                "after the upload the server reports weight version {served:?}, not `{version}`"
+            )));
+        }
+        Ok(())
+    }
+
     /// The weight version the server reports (`GET /get_weight_version`, `rstar serve` and
     /// SGLang).
     ///
@@ -556,8 +662,23 @@ impl RemoteEngine {
             Ok((status, bytes)) => {
                 Err(self.error(format!("{path}: HTTP {status}: {}", error_message(&bytes))))
             }
-            Err(failure) => Err(self.error(failure.message)),
+            Err(failure) => Err(AgentError::Unavailable {
+                url: self.base.clone(),
+                message: failure.message,
+            }),
         }
+    }
+}
+
+/// An error for the scheduler: [`AgentError::Unavailable`] becomes
+/// [`rstar_scheduler::EngineUnavailable`], so the dispatcher moves the engine's rollouts to
+/// the others instead of failing the run.
+pub(crate) fn into_box(e: AgentError) -> BoxError {
+    match e {
+        AgentError::Unavailable { .. } => {
+            Box::new(rstar_scheduler::EngineUnavailable(e.to_string()))
+        }
+        other => BoxError::from(other),
     }
 }
 
@@ -583,12 +704,37 @@ impl TurnGenerator for RemoteEngine {
             .unwrap_or_else(|| self.base.clone())
     }
 
+    /// The capacity the server reported on `/metrics` the last time it was asked
+    /// ([`free_kv_tokens`](TurnGenerator::free_kv_tokens) asks), else
+    /// [`RemoteEngineConfig::kv_capacity`].
     fn kv_capacity(&self) -> u64 {
-        self.config.kv_capacity
+        match self
+            .reported_capacity
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            0 => self.config.kv_capacity,
+            reported => reported,
+        }
+    }
+
+    /// What the server reports free on `/metrics` ([`RemoteEngine::load`]); the configured
+    /// capacity when it reports no capacity or use (the dispatcher's own book then decides
+    /// alone). A server that does not answer is [`rstar_scheduler::EngineUnavailable`].
+    fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
+        Box::pin(async move {
+            match self.load().await {
+                Ok(load) => Ok(load.free_tokens().unwrap_or_else(|| self.kv_capacity())),
+                Err(e @ AgentError::Unavailable { .. }) => Err(into_box(e)),
+                Err(e) => {
+                    tracing::warn!(url = %self.base, "{e}; using the configured KV capacity");
+                    Ok(self.config.kv_capacity)
+                }
+            }
+        })
     }
 
     fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>> {
-        Box::pin(async move { self.turn(spec).await.map_err(BoxError::from) })
+        Box::pin(async move { self.turn(spec).await.map_err(into_box) })
     }
 }
 
@@ -632,6 +778,12 @@ mod tests {
         assert_eq!(body["prompt"], json!([3, 4]));
         assert_eq!(body["max_tokens"], 7);
         assert_eq!(body["seed"], 11);
+        // Seeds go signed, as vLLM's API takes them (it refuses anything above i64::MAX).
+        let high = TurnSpec {
+            seed: u64::MAX - 1,
+            ..spec.clone()
+        };
+        assert_eq!(e.request_body("m", &high, 7)["seed"], -2);
         assert_eq!(body["stop"], json!(["</c>"]));
         assert_eq!(body["top_k"], 5);
         assert_eq!(body["temperature"], 0.5);

@@ -190,31 +190,78 @@ impl Drop for ServerTools {
     }
 }
 
+/// The answer to a `jupyter_code` call, which a code-judge server cannot run.
+fn jupyter_refused() -> ToolOutcome {
+    ToolOutcome::code_judge(
+        false,
+        "invalid_input",
+        "",
+        "jupyter_code needs the in-process sandbox: its cells share state, which a code-judge server does not keep",
+        0.0,
+    )
+}
+
+/// A `python_code_with_standard_io` call as a code-judge submission.
+fn submission(call: ToolCall) -> rstar_toolserver::api::Submission {
+    let mut submission = rstar_toolserver::api::Submission::python(call.code);
+    if !call.input.is_empty() {
+        submission.input = Some(call.input);
+    }
+    submission
+}
+
+/// A code-judge result as the in-process pool writes it.
+fn server_outcome(r: &rstar_toolserver::api::SubmissionResult) -> ToolOutcome {
+    ToolOutcome::code_judge(
+        r.run_success,
+        r.reason.as_str(),
+        r.stdout.as_deref().unwrap_or(""),
+        r.stderr.as_deref().unwrap_or(""),
+        r.cost,
+    )
+}
+
 impl AsyncTools for ServerTools {
     fn run(&self, call: ToolCall, _history: Vec<String>) -> BoxFuture<'_, ToolOutcome> {
         Box::pin(async move {
             if matches!(call.name, ToolName::JupyterCode) {
-                return ToolOutcome::code_judge(
-                    false,
-                    "invalid_input",
-                    "",
-                    "jupyter_code needs the in-process sandbox: its cells share state, which a code-judge server does not keep",
-                    0.0,
-                );
+                return jupyter_refused();
             }
-            let mut submission = rstar_toolserver::api::Submission::python(call.code);
-            if !call.input.is_empty() {
-                submission.input = Some(call.input);
-            }
-            let r = self.client.run(submission).await;
-            ToolOutcome::code_judge(
-                r.run_success,
-                r.reason.as_str(),
-                r.stdout.as_deref().unwrap_or(""),
-                r.stderr.as_deref().unwrap_or(""),
-                r.cost,
-            )
+            server_outcome(&self.client.run(submission(call)).await)
         })
+    }
+}
+
+/// The lock-step driver's view of the servers: a round's calls go out as one batch (spread
+/// over the servers, retried on the others when one dies), and the round waits for them.
+/// Call it outside any tokio runtime (the lock-step driver and the evaluation are plain
+/// threads).
+impl crate::rollout::ToolExecutor for &ServerTools {
+    fn execute(&mut self, calls: &[ToolCall]) -> Vec<ToolOutcome> {
+        let mut outcomes: Vec<Option<ToolOutcome>> = vec![None; calls.len()];
+        let mut sent = Vec::new();
+        let mut subs = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            if matches!(call.name, ToolName::JupyterCode) {
+                outcomes[i] = Some(jupyter_refused());
+            } else {
+                sent.push(i);
+                subs.push(submission(call.clone()));
+            }
+        }
+        if !subs.is_empty() {
+            let results = match &self.runtime {
+                Some(runtime) => runtime.block_on(self.client.run_batch(subs)),
+                None => Vec::new(),
+            };
+            for (k, &i) in sent.iter().enumerate() {
+                outcomes[i] = Some(results.get(k).map_or_else(
+                    || ToolOutcome::code_judge(false, "internal_error", "", "no result", 0.0),
+                    server_outcome,
+                ));
+            }
+        }
+        outcomes.into_iter().flatten().collect()
     }
 }
 

@@ -218,6 +218,7 @@ pub fn router(
     let vocab_size = model.config.vocab_size.min(tokenizer.vocab_size());
     let eos = model.config.eos_token_ids.clone();
     let model_config = model.config.clone();
+    let upload_limit = model_config.num_params().saturating_mul(4) + (16 << 20);
     let device = model.device();
     let engines = (0..config.engines)
         .map(|i| {
@@ -226,6 +227,8 @@ pub fn router(
             engine_config.max_batch = config.max_batch;
             engine_config.gather = config.gather;
             engine_config.name = format!("serve-{i}");
+            // What a batch of `max_batch` full-length sequences holds.
+            engine_config.kv_capacity = (config.max_batch.max(1) * max_model_len) as u64;
             Slot {
                 engine: LocalEngine::spawn(model.clone(), tokenizer.clone(), engine_config),
                 in_flight: AtomicUsize::new(0),
@@ -258,6 +261,12 @@ pub fn router(
         .route("/collective_rpc", post(collective_rpc))
         .route("/reset_prefix_cache", post(reset_prefix_cache))
         .route("/get_weight_version", get(get_weight_version))
+        .route("/metrics", get(metrics))
+        .route(
+            "/upload_weights",
+            // The weights in f32 and a header: far above the body limit of a request.
+            post(upload_weights).layer(DefaultBodyLimit::max(upload_limit)),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -438,6 +447,9 @@ struct CommonRequest {
     /// The chat endpoint's newer name of `max_tokens` (it wins there).
     max_completion_tokens: Option<usize>,
     stop: Option<Stop>,
+    /// OpenAI's and vLLM's seeds are signed 64-bit integers; this server's samplers take the
+    /// same 64 bits unsigned, so a client may send either.
+    #[serde(default, deserialize_with = "seed_bits")]
     seed: Option<u64>,
     n: Option<usize>,
     best_of: Option<usize>,
@@ -468,6 +480,18 @@ struct ChatRequest {
 }
 
 /// Settings shared by both endpoints, validated.
+/// A seed given as a signed (OpenAI, vLLM) or unsigned 64-bit integer: its 64 bits.
+fn seed_bits<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match Option::<serde_json::Number>::deserialize(d)? {
+        None => Ok(None),
+        Some(n) => n
+            .as_u64()
+            .or_else(|| n.as_i64().map(|i| i as u64))
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom(format!("{n} is not a 64-bit integer"))),
+    }
+}
+
 #[derive(Debug)]
 struct Common {
     sampling: Sampling,
@@ -998,31 +1022,51 @@ struct CollectiveRpc {
 /// Loads the HF directory `dir` (the served architecture, else a 400) and swaps it into every
 /// engine, reported as `version` (the current one when `None`). Answers after every engine
 /// has the new weights.
+/// Where new weights come from: an HF directory the server reads, or the bytes of one
+/// safetensors file pushed to it.
+enum WeightSource {
+    Dir(PathBuf),
+    Bytes(Bytes),
+}
+
 async fn update_weights(
     state: &Arc<AppState>,
-    dir: PathBuf,
+    source: WeightSource,
     version: Option<String>,
 ) -> Result<String, ApiError> {
     let _one_at_a_time = state.updating.lock().await;
     let device = state.device.clone();
-    let path = dir.clone();
-    let loaded = tokio::task::spawn_blocking(move || rstar_policy::load_model(&path, &device))
-        .await
-        .map_err(|e| ApiError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            kind: "server_error",
-            message: format!("loading the weights failed: {e}"),
-            param: None,
-        })?
-        .map_err(|e| {
-            ApiError::invalid(
-                Some("model_path"),
-                format!("cannot load {}: {e}", dir.display()),
-            )
-        })?;
-    if loaded.config != state.model_config {
+    let (param, dir) = match &source {
+        WeightSource::Dir(dir) => ("model_path", dir.clone()),
+        WeightSource::Bytes(_) => ("body", PathBuf::from("the uploaded safetensors")),
+    };
+    let config = state.model_config.clone();
+    let loaded = tokio::task::spawn_blocking(move || match source {
+        WeightSource::Dir(path) => rstar_policy::load_model(&path, &device),
+        WeightSource::Bytes(bytes) => rstar_policy::load_model_from_bytes(
+            config,
+            &bytes,
+            &device,
+            std::path::Path::new("the uploaded safetensors"),
+        ),
+    })
+    .await
+    .map_err(|e| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        kind: "server_error",
+        message: format!("loading the weights failed: {e}"),
+        param: None,
+    })?
+    .map_err(|e| ApiError::invalid(Some(param), format!("cannot load {}: {e}", dir.display())))?;
+    // A tied model's untied copy (what vLLM engines are given) computes the same: the tie
+    // alone does not make another architecture.
+    let untied = |c: &QwenConfig| QwenConfig {
+        tie_word_embeddings: false,
+        ..c.clone()
+    };
+    if untied(&loaded.config) != untied(&state.model_config) {
         return Err(ApiError::invalid(
-            Some("model_path"),
+            Some(param),
             format!(
                 "{} holds another architecture than the served model ({:?} vs {:?})",
                 dir.display(),
@@ -1074,7 +1118,12 @@ async fn update_weights_from_disk(
                 format!("`{format}` is not supported (only `auto`: HF safetensors)"),
             ));
         }
-        update_weights(&state, PathBuf::from(path), request.weight_version).await
+        update_weights(
+            &state,
+            WeightSource::Dir(PathBuf::from(path)),
+            request.weight_version,
+        )
+        .await
     }
     .await;
     // SGLang's answer: `success` and `message`, 200 or 400.
@@ -1083,6 +1132,44 @@ async fn update_weights_from_disk(
             "success": true,
             "message": format!("Succeeded to update model weights (version {version})."),
             "num_paused_requests": 0,
+        }))
+        .into_response(),
+        Err(e) => (
+            e.status,
+            axum::Json(json!({ "success": false, "message": e.message })),
+        )
+            .into_response(),
+    }
+}
+
+/// `POST /upload_weights?weight_version=V`: the body is one safetensors file of the served
+/// architecture in HF naming (what `rstar_policy::safetensors_bytes` writes), swapped in like
+/// `/update_weights_from_disk` does, for engines on machines without a shared path. Answers as
+/// SGLang's update routes: `{"success", "message"}`.
+async fn upload_weights(
+    State(state): State<Arc<AppState>>,
+    query: axum::extract::Query<std::collections::HashMap<String, String>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let outcome = async {
+        let bytes = body_bytes(body)?;
+        if bytes.is_empty() {
+            return Err(ApiError::field(
+                "body",
+                "is empty: send the safetensors file",
+            ));
+        }
+        let version = query
+            .get("weight_version")
+            .filter(|v| !v.is_empty())
+            .cloned();
+        update_weights(&state, WeightSource::Bytes(bytes), version).await
+    }
+    .await;
+    match outcome {
+        Ok(version) => axum::Json(json!({
+            "success": true,
+            "message": format!("Succeeded to update model weights (version {version})."),
         }))
         .into_response(),
         Err(e) => (
@@ -1129,7 +1216,7 @@ async fn collective_rpc(
             ));
         }
     };
-    update_weights(&state, dir, text("weight_version")?).await?;
+    update_weights(&state, WeightSource::Dir(dir), text("weight_version")?).await?;
     // One result per worker, as vLLM answers.
     Ok(axum::Json(
         json!({ "results": vec![Value::Null; state.engines.len()] }),
@@ -1142,6 +1229,36 @@ async fn reset_prefix_cache() -> StatusCode {
 
 async fn get_weight_version(State(state): State<Arc<AppState>>) -> axum::Json<Value> {
     axum::Json(json!({ "weight_version": current_version(&state) }))
+}
+
+/// The load of every engine together, in vLLM's Prometheus gauge names
+/// ([`EngineLoad::to_prometheus`](crate::engine::EngineLoad::to_prometheus)).
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let total = state.engines.iter().map(|s| s.engine.load()).fold(
+        crate::engine::EngineLoad {
+            capacity_tokens: Some(0),
+            used_tokens: Some(0),
+            running: Some(0),
+            waiting: Some(0),
+        },
+        |a, b| {
+            let sum = |x: Option<u64>, y: Option<u64>| Some(x.unwrap_or(0) + y.unwrap_or(0));
+            crate::engine::EngineLoad {
+                capacity_tokens: sum(a.capacity_tokens, b.capacity_tokens),
+                used_tokens: sum(a.used_tokens, b.used_tokens),
+                running: sum(a.running, b.running),
+                waiting: sum(a.waiting, b.waiting),
+            }
+        },
+    );
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        total.to_prometheus(&state.config.model_name),
+    )
+        .into_response()
 }
 
 async fn health() -> StatusCode {

@@ -6,6 +6,7 @@
 mod serve {
     mod common;
     mod errors;
+    mod load;
     mod openai_client;
     mod remote;
     mod weights;

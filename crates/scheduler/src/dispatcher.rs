@@ -2,11 +2,13 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
-use crate::engine::{Engine, ToolCall, ToolRunner, TurnRequest};
+use crate::engine::{Engine, EngineUnavailable, ToolCall, ToolRunner, TurnRequest};
 use crate::ledger::{KvLedger, choose_ledger};
 use crate::policy::{DispatchPolicy, EngineView, KvRetention, choose_engine};
 use crate::rollout::{FinishReason, Next, RolloutState};
@@ -58,6 +60,36 @@ pub struct DispatchStats {
     pub peak_tool_calls: usize,
     /// The most rollouts waiting in the dispatcher's queue at once.
     pub peak_queue: usize,
+    /// Per engine, the model tokens of the turns it wrote (kept by the rollouts).
+    #[serde(default)]
+    pub tokens: Vec<u64>,
+    /// Per engine, the turns it wrote.
+    #[serde(default)]
+    pub turns: Vec<u64>,
+    /// Per engine, the microseconds during which it had at least one turn to generate.
+    #[serde(default)]
+    pub busy_micros: Vec<u64>,
+    /// Microseconds from the start of the run to its end.
+    #[serde(default)]
+    pub wall_micros: u64,
+    /// The engines found unavailable during the run ([`EngineUnavailable`]), in that order;
+    /// none of their rollouts was lost (see [`Dispatcher::run`]).
+    #[serde(default)]
+    pub lost_engines: Vec<usize>,
+    /// Turns that failed on an engine that was gone and were dispatched again elsewhere.
+    #[serde(default)]
+    pub redispatched: u64,
+}
+
+impl DispatchStats {
+    /// Per engine, the seconds it had no turn to generate (`wall − busy`): the long tail
+    /// that a better dispatch shortens.
+    pub fn idle_secs(&self) -> Vec<f64> {
+        self.busy_micros
+            .iter()
+            .map(|&b| self.wall_micros.saturating_sub(b) as f64 / 1e6)
+            .collect()
+    }
 }
 
 /// What [`Dispatcher::run`] returns.
@@ -136,12 +168,18 @@ enum Event {
     Turn {
         slot: usize,
         engine: usize,
-        result: std::result::Result<crate::engine::TurnOutput, String>,
+        result: std::result::Result<crate::engine::TurnOutput, TurnError>,
     },
     Tool {
         slot: usize,
         result: std::result::Result<crate::engine::ToolOutput, String>,
     },
+}
+
+/// A failed turn: the message, and whether the engine is gone ([`EngineUnavailable`]).
+struct TurnError {
+    message: String,
+    unavailable: bool,
 }
 
 struct Slot {
@@ -174,6 +212,14 @@ struct Run<'a> {
     tasks: JoinSet<Event>,
     tools_in_flight: usize,
     stats: DispatchStats,
+    /// Per engine, whether it still answers.
+    alive: Vec<bool>,
+    /// The engines lost so far, with their last message.
+    lost: Vec<(usize, String)>,
+    /// Per engine: turns in flight, since when it has been busy, and its busy time so far.
+    generating: Vec<usize>,
+    busy_since: Vec<Instant>,
+    busy: Vec<Duration>,
 }
 
 impl Dispatcher {
@@ -220,9 +266,15 @@ impl Dispatcher {
 
     /// Runs every rollout to completion and returns them in request order.
     ///
+    /// An engine that fails with [`EngineUnavailable`] is lost for the rest of the run: every
+    /// rollout bound to it goes on on the others from its last completed turn (the failed
+    /// turn kept nothing, so no token is lost or written twice), counted in
+    /// [`DispatchStats::lost_engines`] and [`DispatchStats::redispatched`].
+    ///
     /// Fails with [`Error::TooLarge`] (before starting anything) when a kv-aware reservation
-    /// fits no engine, and with [`Error::Engine`] or [`Error::Tool`] on the first failure of
-    /// an implementation (the other in-flight calls are cancelled).
+    /// fits no engine, with [`Error::EnginesLost`] when no engine is left, and with
+    /// [`Error::Engine`] or [`Error::Tool`] on the first other failure of an implementation
+    /// (the other in-flight calls are cancelled).
     pub async fn run(&self, requests: Vec<RolloutRequest>) -> Result<DispatchReport> {
         if self.engines.is_empty() {
             return Err(Error::Config {
@@ -230,19 +282,37 @@ impl Dispatcher {
                 reason: "a dispatcher needs at least one engine".into(),
             });
         }
+        let started = Instant::now();
         let mut views = Vec::with_capacity(self.engines.len());
+        let mut lost = Vec::new();
         for (i, engine) in self.engines.iter().enumerate() {
-            let free = engine.free_kv_tokens().await.map_err(|e| Error::Engine {
-                engine: i,
-                rollout: 0,
-                message: format!("free_kv_tokens: {e}"),
-            })?;
+            let free = match engine.free_kv_tokens().await {
+                Ok(free) => free,
+                // Gone before the run: its rollouts go to the others.
+                Err(e) if EngineUnavailable::is_in(e.as_ref()) => {
+                    lost.push((i, format!("free_kv_tokens: {e}")));
+                    0
+                }
+                Err(e) => {
+                    return Err(Error::Engine {
+                        engine: i,
+                        rollout: 0,
+                        message: format!("free_kv_tokens: {e}"),
+                    });
+                }
+            };
             views.push(EngineView {
                 capacity: engine.kv_capacity().min(free),
                 reserved: 0,
                 in_flight: 0,
             });
         }
+        if lost.len() == views.len() {
+            return Err(Error::EnginesLost { lost });
+        }
+        let alive: Vec<bool> = (0..views.len())
+            .map(|i| !lost.iter().any(|(e, _)| *e == i))
+            .collect();
         let slots: Vec<Slot> = requests
             .into_iter()
             .map(|request| Slot {
@@ -264,7 +334,13 @@ impl Dispatcher {
             })
             .collect();
         if self.policy.reserves_kv() {
-            let largest = views.iter().map(|v| v.capacity).max().unwrap_or(0);
+            let largest = views
+                .iter()
+                .zip(&alive)
+                .filter(|(_, a)| **a)
+                .map(|(v, _)| v.capacity)
+                .max()
+                .unwrap_or(0);
             if let Some(s) = slots.iter().find(|s| s.state.reservation() > largest) {
                 return Err(Error::TooLarge {
                     rollout: s.request.id,
@@ -280,10 +356,18 @@ impl Dispatcher {
             stats: DispatchStats {
                 peak_reserved: vec![0; views.len()],
                 capacity: views.iter().map(|v| v.capacity).collect(),
+                tokens: vec![0; views.len()],
+                turns: vec![0; views.len()],
+                lost_engines: lost.iter().map(|(e, _)| *e).collect(),
                 ..DispatchStats::default()
             },
             ledgers: views.iter().map(|v| KvLedger::new(v.capacity)).collect(),
             pending: vec![VecDeque::new(); views.len()],
+            generating: vec![0; views.len()],
+            busy_since: vec![started; views.len()],
+            busy: vec![Duration::ZERO; views.len()],
+            alive,
+            lost,
             views,
             tasks: JoinSet::new(),
             tools_in_flight: 0,
@@ -302,6 +386,9 @@ impl Dispatcher {
         for (e, l) in run.ledgers.iter().enumerate() {
             run.stats.peak_reserved[e] = l.peak();
         }
+        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        run.stats.busy_micros = run.busy.iter().map(|&d| micros(d)).collect();
+        run.stats.wall_micros = micros(started.elapsed());
         let rollouts = run
             .slots
             .into_iter()
@@ -355,7 +442,13 @@ impl Run<'_> {
                 }
             }
         }
-        let skip: Vec<bool> = self.pending.iter().map(|p| !p.is_empty()).collect();
+        // Engines with rollouts waiting to grow take no new one; lost engines take none.
+        let skip: Vec<bool> = self
+            .pending
+            .iter()
+            .zip(&self.alive)
+            .map(|(p, alive)| !p.is_empty() || !alive)
+            .collect();
         while let Some(&slot) = self.queue.front() {
             let engine = match self.slots[slot].engine {
                 // A resumed rollout under `release` is re-dispatched only under kv-aware;
@@ -372,13 +465,10 @@ impl Run<'_> {
                         None => break,
                     }
                 }
-                _ => {
-                    let need = self.slots[slot].state.reservation();
-                    match choose_engine(self.d.policy, &self.views, slot, total, need) {
-                        Some(e) => e,
-                        None => break,
-                    }
-                }
+                _ => match self.pick(slot, total) {
+                    Some(e) => e,
+                    None => break,
+                },
             };
             self.queue.pop_front();
             let s = &mut self.slots[slot];
@@ -389,6 +479,19 @@ impl Run<'_> {
             s.engine = Some(engine);
             self.submit_turn(slot);
         }
+    }
+
+    /// `static` and `least-requests`: the policy's engine, or, when it is lost, the live
+    /// engine with the fewest rollouts.
+    fn pick(&self, slot: usize, total: usize) -> Option<usize> {
+        let need = self.slots[slot].state.reservation();
+        let e = choose_engine(self.d.policy, &self.views, slot, total, need)?;
+        if self.alive[e] {
+            return Some(e);
+        }
+        (0..self.views.len())
+            .filter(|&i| self.alive[i])
+            .min_by_key(|&i| (self.views[i].in_flight, i))
     }
 
     fn submit_turn(&mut self, slot: usize) {
@@ -414,9 +517,16 @@ impl Run<'_> {
             context: s.context.clone(),
             max_new_tokens: asked,
         };
+        if self.generating[engine] == 0 {
+            self.busy_since[engine] = Instant::now();
+        }
+        self.generating[engine] += 1;
         let e = Arc::clone(&self.d.engines[engine]);
         self.tasks.spawn(async move {
-            let result = e.generate(request).await.map_err(|e| e.to_string());
+            let result = e.generate(request).await.map_err(|e| TurnError {
+                unavailable: EngineUnavailable::is_in(e.as_ref()),
+                message: e.to_string(),
+            });
             Event::Turn {
                 slot,
                 engine,
@@ -452,26 +562,54 @@ impl Run<'_> {
                 engine,
                 result,
             } => {
+                self.generating[engine] -= 1;
+                if self.generating[engine] == 0 {
+                    self.busy[engine] += self.busy_since[engine].elapsed();
+                }
+                let out = match result {
+                    Ok(out) => out,
+                    Err(e) if e.unavailable => {
+                        // The engine is gone: nothing of this turn was kept, so the rollout
+                        // goes on elsewhere from its last completed turn.
+                        self.lose(engine, e.message)?;
+                        let s = &mut self.slots[slot];
+                        debug_assert!(s.engine.is_none(), "lose() unbound it");
+                        if s.partial == 0 {
+                            // The failed turn's engine entry is replaced by the next one.
+                            s.engines.pop();
+                        }
+                        self.stats.redispatched += 1;
+                        self.queue.push_front(slot);
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        return Err(Error::Engine {
+                            engine,
+                            rollout: self.slots[slot].request.id,
+                            message: e.message,
+                        });
+                    }
+                };
                 let s = &mut self.slots[slot];
-                let out = result.map_err(|message| Error::Engine {
-                    engine,
-                    rollout: s.request.id,
-                    message,
-                })?;
                 let kept = out.tokens.len().min(s.asked as usize);
                 s.context.extend_from_slice(&out.tokens[..kept]);
                 s.mask.extend(std::iter::repeat_n(true, kept));
+                self.stats.tokens[engine] += kept as u64;
+                self.stats.turns[engine] += 1;
                 let generated = s.partial + kept as u64;
-                if s.reserved
-                    && self.d.segment > 0
+                if self.d.segment > 0
                     && out.tool_call.is_none()
                     && kept as u64 == s.asked
                     && generated < s.state.turn_limit()
                 {
                     // A segment ended inside the turn: the engine keeps the context; the
-                    // next segment goes once the reservation has grown.
+                    // next segment goes once the reservation has grown (or, its engine
+                    // lost meanwhile, once it is dispatched again).
                     s.partial = generated;
-                    self.pending[engine].push_back(slot);
+                    match s.engine {
+                        Some(e) => self.pending[e].push_back(slot),
+                        None => self.queue.push_front(slot),
+                    }
                     return Ok(());
                 }
                 s.partial = 0;
@@ -515,27 +653,60 @@ impl Run<'_> {
                 s.context.extend_from_slice(&out.tokens[..kept]);
                 s.mask.extend(std::iter::repeat_n(false, kept));
                 match s.state.on_tool_result(out.tokens.len() as u64) {
-                    Next::Generate => {
-                        if self.d.retention == KvRetention::Keep {
+                    Next::Generate => match s.engine {
+                        Some(engine) if self.d.retention == KvRetention::Keep => {
                             if s.reserved {
                                 // The reservation grows back before the next turn goes.
-                                let engine = s.engine.expect("kept rollouts stay bound");
                                 self.pending[engine].push_back(slot);
                             } else {
                                 // The engine still holds the context.
                                 self.submit_turn(slot);
                             }
-                        } else {
-                            // Resumed rollouts go ahead of new ones so started work finishes.
-                            self.queue.push_front(slot);
                         }
-                    }
+                        // Released (resumed rollouts go ahead of new ones so started work
+                        // finishes), or its engine was lost during the call.
+                        _ => self.queue.push_front(slot),
+                    },
                     Next::Finish(_) => self.finish(slot),
                     Next::RunTool => unreachable!("a tool result never asks for a tool"),
                 }
             }
         }
         Ok(())
+    }
+
+    /// Marks `engine` lost (once) and unbinds every rollout bound to it: those waiting to grow
+    /// go back to the queue at once, those whose turn or tool call is in flight when it
+    /// returns. Fails when no engine is left.
+    fn lose(&mut self, engine: usize, message: String) -> Result<()> {
+        if self.alive[engine] {
+            self.alive[engine] = false;
+            self.lost.push((engine, message));
+            self.stats.lost_engines.push(engine);
+            for slot in 0..self.slots.len() {
+                let s = &mut self.slots[slot];
+                if s.done || s.engine != Some(engine) {
+                    continue;
+                }
+                if s.reserved {
+                    self.ledgers[engine].remove(slot as u64);
+                    s.reserved = false;
+                }
+                s.engine = None;
+                self.views[engine].in_flight -= 1;
+            }
+            let waiting: Vec<usize> = self.pending[engine].drain(..).collect();
+            for slot in waiting.into_iter().rev() {
+                self.queue.push_front(slot);
+            }
+        }
+        if self.alive.iter().any(|&a| a) {
+            Ok(())
+        } else {
+            Err(Error::EnginesLost {
+                lost: std::mem::take(&mut self.lost),
+            })
+        }
     }
 
     fn finish(&mut self, slot: usize) {

@@ -17,6 +17,31 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// [`Error::Engine`](crate::Error::Engine) or [`Error::Tool`](crate::Error::Tool).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The error an [`Engine`] returns when it is gone (connection refused, no answer after its
+/// retries), as opposed to refusing one request. The [`Dispatcher`](crate::Dispatcher) then
+/// stops using the engine and re-dispatches every rollout it held to the others, from the
+/// rollout's last completed turn; only when every engine is gone does the run fail
+/// ([`Error::EnginesLost`](crate::Error::EnginesLost)). Any other error fails the run at
+/// once. Return it boxed (`Err(Box::new(EngineUnavailable(..)))`); the dispatcher also finds it
+/// in an error's `source()` chain.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EngineUnavailable(pub String);
+
+impl EngineUnavailable {
+    /// Whether `error` is, or was caused by, an [`EngineUnavailable`].
+    pub fn is_in(error: &(dyn std::error::Error + 'static)) -> bool {
+        let mut next = Some(error);
+        while let Some(e) = next {
+            if e.is::<EngineUnavailable>() {
+                return true;
+            }
+            next = e.source();
+        }
+        false
+    }
+}
+
 /// One model turn to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnRequest {

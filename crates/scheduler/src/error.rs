@@ -37,6 +37,13 @@ pub enum Error {
         /// The engine's message.
         message: String,
     },
+    /// Every engine became unavailable ([`EngineUnavailable`](crate::EngineUnavailable));
+    /// lists each engine and its last message.
+    #[error("every engine is gone: {}", lost.iter().map(|(e, m)| format!("engine {e}: {m}")).collect::<Vec<_>>().join("; "))]
+    EnginesLost {
+        /// Per engine, in the order they were lost: its index and its last message.
+        lost: Vec<(usize, String)>,
+    },
     /// The tool runner failed (as opposed to the tool reporting an error, which is a result).
     #[error("tool runner failed on rollout {rollout}: {message}")]
     Tool {

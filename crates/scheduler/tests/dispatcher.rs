@@ -5,8 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rstar_scheduler::{
-    BoxError, BoxFuture, DispatchPolicy, Dispatcher, Engine, Error, FinishReason, KvRetention,
-    RolloutRequest, ToolCall, ToolOutput, ToolRunner, TurnOutput, TurnRequest,
+    BoxError, BoxFuture, DispatchPolicy, Dispatcher, Engine, EngineUnavailable, Error,
+    FinishReason, KvRetention, RolloutRequest, ToolCall, ToolOutput, ToolRunner, TurnOutput,
+    TurnRequest,
 };
 
 /// The scripted behaviour of rollout `id`: turn `t` generates `10 + (id * 7 + t * 13) % 40`
@@ -357,4 +358,210 @@ async fn segments_share_an_engine_without_overfilling_it() {
         // segments let all ten of the engine's share in.
         assert!(*engine.peak_rollouts.lock().unwrap() > 3);
     }
+}
+
+/// An engine that answers like [`FakeEngine`] for its first `answers` turns and is then gone:
+/// every later turn (and `free_kv_tokens`) fails with [`EngineUnavailable`], after 5 ms.
+struct DyingEngine {
+    inner: Arc<FakeEngine>,
+    answers: Mutex<usize>,
+    refused: Mutex<usize>,
+}
+
+impl DyingEngine {
+    fn new(capacity: u64, answers: usize) -> Arc<Self> {
+        Arc::new(Self {
+            inner: FakeEngine::new(capacity),
+            answers: Mutex::new(answers),
+            refused: Mutex::new(0),
+        })
+    }
+
+    fn gone(&self) -> bool {
+        *self.answers.lock().unwrap() == 0
+    }
+}
+
+impl Engine for DyingEngine {
+    fn kv_capacity(&self) -> u64 {
+        self.inner.capacity
+    }
+
+    fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
+        Box::pin(async move {
+            if self.gone() {
+                return Err(Box::new(EngineUnavailable("connection refused".into())) as BoxError);
+            }
+            self.inner.free_kv_tokens().await
+        })
+    }
+
+    fn generate(&self, request: TurnRequest) -> BoxFuture<'_, Result<TurnOutput, BoxError>> {
+        Box::pin(async move {
+            let live = {
+                let mut left = self.answers.lock().unwrap();
+                let live = *left > 0;
+                *left = left.saturating_sub(1);
+                live
+            };
+            if !live {
+                *self.refused.lock().unwrap() += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                return Err(Box::new(EngineUnavailable("connection refused".into())) as BoxError);
+            }
+            self.inner.generate(request).await
+        })
+    }
+
+    fn release(&self, rollout: u64) -> BoxFuture<'_, ()> {
+        self.inner.release(rollout)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_engine_loses_no_rollout_and_writes_no_turn_twice() {
+    for policy in DispatchPolicy::ALL {
+        for retention in [KvRetention::Keep, KvRetention::Release] {
+            // Engine 1 answers six turns, then every request to it fails.
+            let engines = [
+                DyingEngine::new(4000, usize::MAX),
+                DyingEngine::new(4000, 6),
+                DyingEngine::new(4000, usize::MAX),
+            ];
+            let dyn_engines: Vec<Arc<dyn Engine>> = engines
+                .iter()
+                .map(|e| Arc::clone(e) as Arc<dyn Engine>)
+                .collect();
+            let tools: Arc<dyn ToolRunner> = Arc::new(FakeTools::default());
+            let report = Dispatcher::new(dyn_engines, tools)
+                .policy(policy)
+                .retention(retention)
+                .run(requests(24, 1000))
+                .await
+                .unwrap_or_else(|e| panic!("{policy} {retention:?}: {e}"));
+            let label = format!("{policy} {retention:?}");
+            for r in &report.rollouts {
+                let (tokens, mask, turns) = expected_response(r.id);
+                assert_eq!(r.response, tokens, "{label}: rollout {}", r.id);
+                assert_eq!(r.model_mask, mask, "{label}");
+                assert_eq!(r.turns, turns, "{label}");
+                assert_eq!(
+                    r.engines.len(),
+                    turns as usize,
+                    "{label}: one engine per turn"
+                );
+            }
+            assert_eq!(report.stats.lost_engines, vec![1], "{label}");
+            let refused = *engines[1].refused.lock().unwrap() as u64;
+            assert!(refused > 0, "{label}: the engine was asked after it died");
+            assert_eq!(report.stats.redispatched, refused, "{label}");
+            // Engine 1 wrote its six turns and no other; the others wrote the rest.
+            assert_eq!(report.stats.turns[1], 6, "{label}");
+            let written: u64 = report.stats.turns.iter().sum();
+            let turns: u64 = report.rollouts.iter().map(|r| u64::from(r.turns)).sum();
+            assert_eq!(written, turns, "{label}: every turn written once");
+            let per_engine: Vec<usize> = (0..3)
+                .map(|e| {
+                    report
+                        .rollouts
+                        .iter()
+                        .flat_map(|r| &r.engines)
+                        .filter(|&&x| x == e)
+                        .count()
+                })
+                .collect();
+            assert_eq!(per_engine[1], 6, "{label}: {per_engine:?}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn losing_every_engine_is_an_error_naming_them() {
+    let engines: Vec<Arc<dyn Engine>> = vec![
+        DyingEngine::new(4000, 3) as Arc<dyn Engine>,
+        DyingEngine::new(4000, 2) as Arc<dyn Engine>,
+    ];
+    let tools: Arc<dyn ToolRunner> = Arc::new(FakeTools::default());
+    let err = Dispatcher::new(engines, tools)
+        .run(requests(12, 1000))
+        .await
+        .unwrap_err();
+    match &err {
+        Error::EnginesLost { lost } => {
+            let mut which: Vec<usize> = lost.iter().map(|(e, _)| *e).collect();
+            which.sort_unstable();
+            assert_eq!(which, vec![0, 1]);
+        }
+        other => panic!("expected EnginesLost, got {other}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains("every engine is gone") && text.contains("connection refused"),
+        "{text}"
+    );
+    // An engine gone before the run starts is skipped; a run with none left fails at once.
+    let tools: Arc<dyn ToolRunner> = Arc::new(FakeTools::default());
+    let report = Dispatcher::new(
+        vec![
+            DyingEngine::new(4000, 0) as Arc<dyn Engine>,
+            DyingEngine::new(4000, usize::MAX) as Arc<dyn Engine>,
+        ],
+        Arc::clone(&tools),
+    )
+    .run(requests(4, 1000))
+    .await
+    .unwrap();
+    assert_eq!(report.stats.lost_engines, vec![0]);
+    assert!(
+        report
+            .rollouts
+            .iter()
+            .all(|r| r.engines.iter().all(|&e| e == 1))
+    );
+    let err = Dispatcher::new(vec![DyingEngine::new(4000, 0) as Arc<dyn Engine>], tools)
+        .run(requests(1, 10))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::EnginesLost { .. }), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn busy_time_and_tokens_are_counted_per_engine() {
+    // One engine, no tools (rollout 0 of the script makes no call, 4 and 8 neither): the
+    // engine is busy from the first turn to the last, so it is never idle.
+    let engine = FakeEngine::new(10_000);
+    let tools: Arc<dyn ToolRunner> = Arc::new(FakeTools::default());
+    let reqs: Vec<RolloutRequest> = requests(9, 1000)
+        .into_iter()
+        .filter(|r| r.id % 4 == 0)
+        .collect();
+    let report = Dispatcher::new(vec![Arc::clone(&engine) as Arc<dyn Engine>], tools)
+        .policy(DispatchPolicy::LeastRequests)
+        .run(reqs)
+        .await
+        .unwrap();
+    let tokens: u64 = report
+        .rollouts
+        .iter()
+        .map(|r| r.response.len() as u64)
+        .sum();
+    assert_eq!(report.stats.tokens, vec![tokens]);
+    assert_eq!(report.stats.turns, vec![3]);
+    // The three turns run side by side; the longest (script: 10 + (id*7 % 40) tokens at
+    // 1 ms each) sets the wall time.
+    let longest = [0u64, 4, 8]
+        .iter()
+        .map(|&id| script(id, 0).0 as u64)
+        .max()
+        .unwrap();
+    assert_eq!(report.stats.wall_micros, longest * 1000);
+    assert_eq!(report.stats.busy_micros, vec![longest * 1000]);
+    assert_eq!(report.stats.idle_secs(), vec![0.0]);
+    // With tools, engines idle while calls run: busy < wall on every engine.
+    let (report, _, _) = run_with(DispatchPolicy::Static, KvRetention::Keep, 4000, 3).await;
+    for (e, &busy) in report.stats.busy_micros.iter().enumerate() {
+        assert!(busy < report.stats.wall_micros, "engine {e}");
+    }
+    let idle = report.stats.idle_secs();
+    assert!(idle.iter().all(|&s| s > 0.0), "{idle:?}");
 }

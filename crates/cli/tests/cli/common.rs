@@ -139,3 +139,100 @@ impl Drop for Listening {
         }
     }
 }
+
+/// `rstar tools serve` on a free port with one worker and the tests' Python.
+pub fn tool_server() -> Listening {
+    Listening::start(
+        command()
+            .args([
+                "tools",
+                "serve",
+                "--port",
+                "0",
+                "--workers",
+                "1",
+                "--python",
+            ])
+            .arg(rstar_testdata::python()),
+    )
+}
+
+/// A TCP proxy in front of a server that dies mid-run, where a test wants it: it forwards
+/// both ways until the client side has sent `marker` (a request line such as
+/// `POST /v1/completions`) for the `after`-th time; then it drops that request and every
+/// connection, and closes every later one at once, as a killed server would leave its
+/// clients.
+pub struct DyingProxy {
+    /// `127.0.0.1:port` of the proxy.
+    pub addr: String,
+    /// Whether it has died.
+    pub dead: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// How many times the marker was sent (the one that killed it included).
+    pub seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl DyingProxy {
+    /// A proxy to `target` (`host:port`).
+    pub fn start(target: &str, marker: &'static str, after: usize) -> DyingProxy {
+        use std::io::Read;
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::{Arc, Mutex};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a local port");
+        let addr = listener.local_addr().unwrap().to_string();
+        let dead = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(AtomicUsize::new(0));
+        let sockets: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (d, n, target) = (Arc::clone(&dead), Arc::clone(&seen), target.to_string());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if d.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&target) else {
+                    continue;
+                };
+                {
+                    let mut all = sockets.lock().unwrap();
+                    all.push(client.try_clone().unwrap());
+                    all.push(server.try_clone().unwrap());
+                }
+                let (mut from, mut to) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (d, n, sockets) = (Arc::clone(&d), Arc::clone(&n), Arc::clone(&sockets));
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 1 << 16];
+                    loop {
+                        let len = match from.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(len) => len,
+                        };
+                        let chunk = &buf[..len];
+                        let hits = chunk
+                            .windows(marker.len())
+                            .filter(|w| *w == marker.as_bytes())
+                            .count();
+                        if hits > 0 && n.fetch_add(hits, Ordering::SeqCst) + hits >= after {
+                            d.store(true, Ordering::SeqCst);
+                            for s in sockets.lock().unwrap().drain(..) {
+                                let _ = s.shutdown(Shutdown::Both);
+                            }
+                            break;
+                        }
+                        if to.write_all(chunk).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to.shutdown(Shutdown::Write);
+                });
+                let (mut from, mut to) = (server, client);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(Shutdown::Write);
+                });
+            }
+        });
+        DyingProxy { addr, dead, seen }
+    }
+}

@@ -69,7 +69,7 @@ fn eval_with_tools_on_two_servers_scores_as_the_in_process_sandbox() {
     use rstar_agent::eval::EvalSummaryFile;
     use rstar_policy::{Tokenizer, WeightDtype, save_dir};
 
-    use super::common::{command, run};
+    use super::common::{run, tool_server};
     use super::train_common::{overfit, prompts, tasks};
 
     let dir = tempfile::tempdir().unwrap();
@@ -89,22 +89,7 @@ fn eval_with_tools_on_two_servers_scores_as_the_in_process_sandbox() {
         .map(|p| serde_json::to_string(p).unwrap())
         .collect();
     std::fs::write(&data, lines.join("\n") + "\n").unwrap();
-    let server = || {
-        Listening::start(
-            command()
-                .args([
-                    "tools",
-                    "serve",
-                    "--port",
-                    "0",
-                    "--workers",
-                    "1",
-                    "--python",
-                ])
-                .arg(rstar_testdata::python()),
-        )
-    };
-    let servers = [server(), server()];
+    let servers = [tool_server(), tool_server()];
     let urls: Vec<String> = servers
         .iter()
         .map(|s| format!("http://{}", s.addr))

@@ -104,7 +104,7 @@ fn a_scheduled_step_samples_the_same_tokens_with_one_or_two_engines() {
 }
 
 /// The smoke preset shrunk for debug builds, `stages` and `problems` held-out problems.
-fn config_file(dir: &Path, stages: Vec<Stage>, problems: usize) -> String {
+pub(super) fn config_file(dir: &Path, stages: Vec<Stage>, problems: usize) -> String {
     let mut config = TrainConfig::smoke();
     config.model = tiny_config();
     config.sft.steps = 6;
@@ -385,6 +385,51 @@ fn remote_engines_write_each_step_with_the_weights_published_before_it() {
     assert!(
         format!("{stdout}{stderr}").contains("warning: step 1: the engines' log-probs differ"),
         "{stdout}{stderr}"
+    );
+
+    // Pushed over HTTP (engines on machines without a shared path): the same check, and no
+    // directory written.
+    let pushed = dir.path().join("pushed");
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        pushed.to_str().unwrap(),
+        "--engines",
+        &urls[1],
+        "--publish-via",
+        "http",
+        "--stop-after-rl-steps",
+        "1",
+    ]);
+    assert!(ok, "{stderr}");
+    let first: Vec<Value> = jsonl(&pushed.join("metrics.jsonl"));
+    assert_eq!(first[0]["weight_version"], "step-0");
+    assert!(first[0]["rollout/logprob_diff_max"].as_f64().unwrap() < 1e-3);
+    assert!(!pushed.join("published").exists());
+    let saved: TrainConfig =
+        serde_json::from_str(&std::fs::read_to_string(pushed.join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(saved.rl.publish_via, rstar_agent::train::PublishVia::Http);
+    // Only `rstar serve` takes pushed weights.
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        dir.path().join("refused").to_str().unwrap(),
+        "--engines",
+        &urls[1],
+        "--engine-kind",
+        "vllm",
+        "--publish-via",
+        "http",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("rl.publish_via") && stderr.contains("is vllm"),
+        "{stderr}"
     );
 
     // A server whose turns report another version than the published one fails the step

@@ -35,6 +35,34 @@ fn save_and_load_round_trip_exactly() {
 }
 
 #[test]
+fn an_untied_copy_computes_what_the_tied_model_does() {
+    let tokenizer = Tokenizer::char();
+    let config = QwenConfig::test_tiny(tokenizer.vocab_size());
+    assert!(config.tie_word_embeddings);
+    let model = Qwen::random(config.clone(), 5, &device()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    rstar_policy::save_dir_untied(&model, &tokenizer, dir.path(), WeightDtype::F32).unwrap();
+    let hf: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(hf["tie_word_embeddings"], false);
+    let (loaded, _) = load_dir(dir.path(), &device()).unwrap();
+    assert!(!loaded.config.tie_word_embeddings);
+    assert!(loaded.lm_head.is_some());
+    let names: Vec<String> = loaded
+        .hf_tensors()
+        .unwrap()
+        .into_iter()
+        .map(|(s, _)| s.name)
+        .collect();
+    assert!(names.contains(&"lm_head.weight".to_string()));
+    let ids = tokenizer.encode("print(2**10)").unwrap();
+    let a = to_vec(model.forward(ids_tensor(std::slice::from_ref(&ids), &device())));
+    let b = to_vec(loaded.forward(ids_tensor(&[ids], &device())));
+    assert_eq!(a, b);
+}
+
+#[test]
 fn hf_fixture_round_trips_through_our_format() {
     // Untied Qwen3 and tied Qwen2, with the HF tokenizer saved alongside.
     for name in ["qwen3_tiny", "qwen2_tiny"] {

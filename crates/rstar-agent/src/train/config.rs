@@ -397,6 +397,11 @@ pub struct RlOptions {
     /// the rounding).
     #[serde(default)]
     pub publish_dtype: rstar_policy::WeightDtype,
+    /// Remote engines: how the weights reach them: `disk` (the default: `publish_dir`, a path
+    /// every engine reads) or `http` (pushed to each `rstar serve` engine's
+    /// `/upload_weights`, for engines on machines without a shared path).
+    #[serde(default, skip_serializing_if = "PublishVia::is_disk")]
+    pub publish_via: PublishVia,
     /// A warning is logged when a step's mean `|engine − trainer|` log-prob
     /// (`rollout/logprob_diff_mean`) is above this.
     #[serde(default = "default_logprob_diff_warn")]
@@ -432,6 +437,35 @@ fn default_gain_lr_multiplier() -> f64 {
 
 fn default_logprob_diff_warn() -> f64 {
     0.02
+}
+
+/// `rl.publish_via`: how published weights reach remote engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PublishVia {
+    /// Written to `rl.publish_dir`, which every engine reads (a shared path).
+    #[default]
+    Disk,
+    /// Pushed over HTTP to each engine (`rstar serve`'s `/upload_weights`).
+    Http,
+}
+
+impl PublishVia {
+    fn is_disk(&self) -> bool {
+        *self == PublishVia::Disk
+    }
+}
+
+impl std::str::FromStr for PublishVia {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "disk" => Ok(PublishVia::Disk),
+            "http" => Ok(PublishVia::Http),
+            other => Err(format!("`{other}` is neither `disk` nor `http`")),
+        }
+    }
 }
 
 /// `rl.engines`: local engines or remote servers.
@@ -565,6 +599,12 @@ pub struct ToolOptions {
     pub workers: usize,
     /// Per-call wall-clock limit in seconds.
     pub timeout_secs: f64,
+    /// Code-judge servers (`rstar tools serve`, code-judge, SandboxFusion's code-judge API)
+    /// that run every tool call instead of the in-process sandbox, which is then not started
+    /// (`--tools URL[,URL…]`). Calls are batched and spread over them by their queues; a
+    /// server that dies has its calls retried on the others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<String>,
 }
 
 /// Everything `rstar train` needs; see [`TrainConfig::preset`].
@@ -665,6 +705,7 @@ impl TrainConfig {
                 engine_kind: None,
                 publish_dir: None,
                 publish_dtype: rstar_policy::WeightDtype::F32,
+                publish_via: PublishVia::Disk,
                 logprob_diff_warn: default_logprob_diff_warn(),
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,
@@ -735,6 +776,7 @@ impl TrainConfig {
                 engine_kind: None,
                 publish_dir: None,
                 publish_dtype: rstar_policy::WeightDtype::F32,
+                publish_via: PublishVia::Disk,
                 logprob_diff_warn: default_logprob_diff_warn(),
                 dispatch: DispatchPolicy::KvAware,
                 adam_epsilon: 1e-8,
@@ -757,6 +799,7 @@ impl TrainConfig {
                 python: PathBuf::from("python3"),
                 workers: 0,
                 timeout_secs: 5.0,
+                servers: Vec::new(),
             },
             record_entropy: false,
             checkpoint_every: 1,
@@ -848,6 +891,21 @@ impl TrainConfig {
             if let Some(url) = urls.iter().find(|u| !u.starts_with("http://")) {
                 return bad("rl.engines", format!("`{url}` is not an http:// URL"));
             }
+        }
+        if let Some(url) = self
+            .tools
+            .servers
+            .iter()
+            .find(|u| !u.starts_with("http://"))
+        {
+            return bad("tools.servers", format!("`{url}` is not an http:// URL"));
+        }
+        if self.rl.publish_via == PublishVia::Http && self.rl.engines.urls().is_none() {
+            return bad(
+                "rl.publish_via",
+                "is `http`, which pushes weights to remote engines, but `rl.engines` lists none"
+                    .to_string(),
+            );
         }
         if self.rl.logprob_diff_warn.is_nan() || self.rl.logprob_diff_warn < 0.0 {
             return bad(
@@ -1024,6 +1082,37 @@ mod tests {
         let mut c = TrainConfig::smoke();
         c.sft.lr = -1.0;
         assert!(c.validate().unwrap_err().to_string().contains("`sft.lr`"));
+    }
+
+    #[test]
+    fn tool_servers_and_pushed_weights_are_checked_and_optional() {
+        // Absent from the presets' JSON, and from older configs: the in-process sandbox, disk.
+        let json = serde_json::to_value(TrainConfig::smoke()).unwrap();
+        assert!(json["tools"].get("servers").is_none(), "{json}");
+        assert!(json["rl"].get("publish_via").is_none(), "{json}");
+        let mut c = TrainConfig::smoke();
+        c.tools.servers = vec!["http://a:1".into(), "https://b:2".into()];
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("`tools.servers`") && err.contains("https://b:2"),
+            "{err}"
+        );
+        c.tools.servers.pop();
+        c.validate().unwrap();
+        let back: TrainConfig = serde_json::from_value(serde_json::to_value(&c).unwrap()).unwrap();
+        assert_eq!(back.tools.servers, ["http://a:1"]);
+        // Pushing weights needs engines to push to.
+        let mut c = TrainConfig::smoke();
+        c.rl.publish_via = PublishVia::Http;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("`rl.publish_via`"), "{err}");
+        c.rl.rollout_driver = RolloutDriver::Scheduled;
+        c.rl.engines = Engines::Remote(vec!["http://a:1".into()]);
+        c.validate().unwrap();
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["rl"]["publish_via"], "http");
+        assert_eq!("disk".parse::<PublishVia>(), Ok(PublishVia::Disk));
+        assert!("ftp".parse::<PublishVia>().unwrap_err().contains("`ftp`"));
     }
 
     #[test]

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use burn::tensor::Device;
-use rstar_policy::{Qwen, Tokenizer, WeightDtype, save_dir, sequence_logprobs};
+use rstar_policy::{
+    Qwen, Tokenizer, WeightDtype, safetensors_bytes, save_dir, save_dir_untied, sequence_logprobs,
+};
 
 use crate::engine::{BoxError, BoxFuture, TurnGenerator, TurnSample, TurnSpec};
 use crate::episode::Trajectory;
@@ -27,6 +29,7 @@ use crate::error::AgentError;
 use crate::remote::{EngineKind, RemoteEngine, RemoteEngineConfig};
 use rstar_policy::Sampling;
 
+use super::config::PublishVia;
 use super::optim::pack;
 use super::rl::{MICRO_BATCH_TOKENS, micro_batches, packed, sequence_row};
 
@@ -37,9 +40,17 @@ pub struct RemoteRollouts {
     kinds: Vec<EngineKind>,
     publish_dir: PathBuf,
     dtype: WeightDtype,
+    via: PublishVia,
     tokenizer: Arc<Tokenizer>,
     /// The version every engine serves, once published.
     published: Mutex<Option<String>>,
+    /// Per engine, whether it still answers (a lost engine is never asked again).
+    alive: Mutex<Vec<bool>>,
+}
+
+/// The directory of a version's untied copy, for vLLM engines.
+fn untied_name(version: &str) -> String {
+    format!("{version}-untied")
 }
 
 /// The weight version of the policy after `steps` RL steps.
@@ -97,9 +108,34 @@ impl RemoteRollouts {
             kinds,
             publish_dir,
             dtype,
+            via: PublishVia::Disk,
             tokenizer,
             published: Mutex::new(None),
+            alive: Mutex::new(vec![true; urls.len()]),
         })
+    }
+
+    /// Pushes the weights over HTTP (`rstar serve`'s `/upload_weights`) instead of writing them
+    /// to the publish directory.
+    ///
+    /// # Errors
+    /// With `http`, an engine that is not `rstar serve` (SGLang and vLLM read weights from a
+    /// path only).
+    pub fn via(mut self, via: PublishVia) -> Result<Self, AgentError> {
+        if via == PublishVia::Http
+            && let Some(i) = self.kinds.iter().position(|&k| k != EngineKind::Rstar)
+        {
+            return Err(AgentError::TrainConfig {
+                field: "rl.publish_via".into(),
+                message: format!(
+                    "is `http`, which only `rstar serve` takes, but {} is {}: publish to a path every engine reads (--publish-dir)",
+                    self.urls[i],
+                    self.kinds[i].name()
+                ),
+            });
+        }
+        self.via = via;
+        Ok(self)
     }
 
     /// `url (kind)` for every engine, comma-separated, for the run's log.
@@ -112,6 +148,39 @@ impl RemoteRollouts {
             .join(", ")
     }
 
+    /// The engines' URLs, in the order of `rl.engines`.
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+
+    /// The indices (into [`urls`](Self::urls)) of the engines still in use.
+    pub fn alive(&self) -> Vec<usize> {
+        let alive = self.alive.lock().unwrap_or_else(|p| p.into_inner());
+        (0..alive.len()).filter(|&i| alive[i]).collect()
+    }
+
+    /// Stops using engine `index` (into [`urls`](Self::urls)) for the rest of the run.
+    pub fn lose(&self, index: usize) {
+        if let Some(a) = self
+            .alive
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(index)
+        {
+            *a = false;
+        }
+    }
+
+    /// The error when no engine is left: each URL, and how to go on.
+    fn all_lost(&self, why: &str) -> AgentError {
+        AgentError::Remote {
+            url: self.urls.join(","),
+            message: format!(
+                "every engine is gone ({why}); restart them and resume the run from its last checkpoint (rstar train --resume RUN)"
+            ),
+        }
+    }
+
     /// The version every engine serves now (`None` before the first publication).
     pub fn published(&self) -> Option<String> {
         self.published
@@ -122,14 +191,19 @@ impl RemoteRollouts {
 
     /// Makes every engine serve `model` as `version` (nothing to do when it already does):
     /// writes it to `<publish_dir>/<version>/`, calls each engine's reload, and removes the
-    /// previous version's directory once every engine has moved on.
+    /// previous version's directory once every engine has moved on. An engine that does not
+    /// answer ([`AgentError::Unavailable`]) is lost for the rest of the run (logged); the
+    /// others go on.
     ///
     /// # Errors
-    /// Writing the weights, or an engine that refuses or fails the reload.
+    /// Writing the weights, an engine that refuses or fails the reload, or no engine left.
     pub fn publish(&self, model: &Qwen, version: &str) -> Result<(), AgentError> {
         let previous = self.published();
         if previous.as_deref() == Some(version) {
             return Ok(());
+        }
+        if self.via == PublishVia::Http {
+            return self.push(model, version);
         }
         let dir = self.publish_dir.join(version);
         if dir.exists() {
@@ -139,39 +213,92 @@ impl RemoteRollouts {
             })?;
         }
         save_dir(model, &self.tokenizer, &dir, self.dtype)?;
+        // vLLM keeps a tied output head on reload: its engines read an untied copy.
+        let untied = (model.config.tie_word_embeddings
+            && self
+                .alive()
+                .iter()
+                .any(|&i| self.kinds[i] == EngineKind::Vllm))
+        .then(|| self.publish_dir.join(untied_name(version)));
+        if let Some(untied) = &untied {
+            if untied.exists() {
+                std::fs::remove_dir_all(untied).map_err(|e| AgentError::Io {
+                    path: untied.clone(),
+                    source: e,
+                })?;
+            }
+            save_dir_untied(model, &self.tokenizer, untied, self.dtype)?;
+        }
         // vLLM reloads from the directory it was started with unless told a path; every kind
         // here is told this one.
-        let dir = std::fs::canonicalize(&dir).map_err(|e| AgentError::Io {
-            path: dir.clone(),
-            source: e,
+        let absolute = |dir: &Path| {
+            std::fs::canonicalize(dir).map_err(|e| AgentError::Io {
+                path: dir.to_path_buf(),
+                source: e,
+            })
+        };
+        let dir = absolute(&dir)?;
+        let untied = untied.as_deref().map(absolute).transpose()?;
+        self.reload_each(version, |i, e| {
+            let from = match (self.kinds[i], &untied) {
+                (EngineKind::Vllm, Some(untied)) => untied,
+                _ => &dir,
+            };
+            async move { e.load_weights(self.kinds[i], from, version).await }
         })?;
-        runtime()?.block_on(async {
-            let engines = self
-                .urls
-                .iter()
-                .map(|u| engine(u, &self.tokenizer))
-                .collect::<Result<Vec<_>, _>>()?;
-            // One engine after another: each reload is a local disk read, and the errors
-            // name the engine.
-            for (e, &kind) in engines.iter().zip(&self.kinds) {
-                e.load_weights(kind, &dir, version).await?;
-            }
-            Ok::<_, AgentError>(())
-        })?;
-        *self.published.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
         if let Some(old) = previous {
-            let old = self.publish_dir.join(old);
-            if old != dir {
-                // Best effort: a leftover directory costs disk, not correctness.
-                let _ = std::fs::remove_dir_all(old);
-            }
+            // Best effort: a leftover directory costs disk, not correctness.
+            let _ = std::fs::remove_dir_all(self.publish_dir.join(&old));
+            let _ = std::fs::remove_dir_all(self.publish_dir.join(untied_name(&old)));
         }
         Ok(())
     }
 
-    /// One generator per engine for a step: the stage's temperature and the template's stop
-    /// strings, log-probs on, checking that engines with versions report `version` for every
-    /// turn.
+    /// [`publish`](Self::publish) over HTTP: the weights serialised once, then pushed to every
+    /// engine still in use.
+    fn push(&self, model: &Qwen, version: &str) -> Result<(), AgentError> {
+        let bytes = bytes::Bytes::from(safetensors_bytes(&model.hf_tensors()?, self.dtype)?);
+        self.reload_each(version, |_, e| {
+            let bytes = bytes.clone();
+            async move { e.upload_weights(bytes, version).await }
+        })
+    }
+
+    /// Makes every engine still in use serve `version` with `reload` (engine index, client),
+    /// one engine after another (each reload is a disk read or an upload, and the errors name
+    /// the engine). An engine that does not answer is lost (logged); the others go on. Records
+    /// the version once done.
+    ///
+    /// # Errors
+    /// The first other reload error, or no engine left.
+    fn reload_each<F, Fut>(&self, version: &str, reload: F) -> Result<(), AgentError>
+    where
+        F: Fn(usize, RemoteEngine) -> Fut,
+        Fut: std::future::Future<Output = Result<(), AgentError>>,
+    {
+        runtime()?.block_on(async {
+            for i in self.alive() {
+                match reload(i, engine(&self.urls[i], &self.tokenizer)?).await {
+                    Ok(()) => {}
+                    Err(lost @ AgentError::Unavailable { .. }) => {
+                        tracing::warn!("{lost}; the run goes on without it");
+                        self.lose(i);
+                    }
+                    Err(other) => return Err(other),
+                }
+            }
+            Ok::<_, AgentError>(())
+        })?;
+        if self.alive().is_empty() {
+            return Err(self.all_lost(&format!("none took weight version {version}")));
+        }
+        *self.published.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
+        Ok(())
+    }
+
+    /// One generator per engine still in use (the indices are [`alive`](Self::alive)'s) for a
+    /// step: the stage's temperature and the template's stop strings, log-probs on, checking
+    /// that engines with versions report `version` for every turn.
     ///
     /// # Errors
     /// A bad URL (checked by [`connect`](Self::connect) already).
@@ -181,10 +308,10 @@ impl RemoteRollouts {
         temperature: f32,
         version: &str,
     ) -> Result<Vec<Arc<dyn TurnGenerator>>, AgentError> {
-        self.urls
-            .iter()
-            .zip(&self.kinds)
-            .map(|(url, &kind)| {
+        self.alive()
+            .into_iter()
+            .map(|i| {
+                let (url, kind) = (&self.urls[i], self.kinds[i]);
                 let mut config = RemoteEngineConfig::new(url.clone(), stop_strings.to_vec());
                 config.sampling = Sampling::Temperature { temperature };
                 config.logprobs = true;
@@ -213,6 +340,10 @@ impl TurnGenerator for Checked {
 
     fn kv_capacity(&self) -> u64 {
         self.engine.kv_capacity()
+    }
+
+    fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
+        self.engine.free_kv_tokens()
     }
 
     fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>> {

@@ -43,8 +43,8 @@ use rstar_toolenv::{BlockingPool, Pool};
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    Engines, EvalOptions, LrSchedule, RlOptions, RocMode, RocOptions, RolloutDriver, SftOptions,
-    ToolOptions, TrainConfig,
+    Engines, EvalOptions, LrSchedule, PublishVia, RlOptions, RocMode, RocOptions, RolloutDriver,
+    SftOptions, ToolOptions, TrainConfig,
 };
 
 use self::checkpoint::Phase;
@@ -355,6 +355,8 @@ pub struct RunOptions {
     pub python: Option<PathBuf>,
     /// [`resume`]: sandbox workers instead of the saved `tools.workers`.
     pub workers: Option<usize>,
+    /// [`resume`]: code-judge servers instead of the saved `tools.servers` (empty: keep them).
+    pub tool_servers: Vec<String>,
     /// The TensorBoard event directory [default: `<out>/tb`].
     pub tensorboard: Option<PathBuf>,
 }
@@ -603,6 +605,9 @@ pub fn resume(
     }
     if let Some(workers) = options.workers {
         config.tools.workers = workers;
+    }
+    if !options.tool_servers.is_empty() {
+        config.tools.servers = options.tool_servers.clone();
     }
     let Some(dir) = checkpoint::find(run) else {
         return Err(AgentError::Resume {

@@ -26,8 +26,8 @@ use super::{
 use crate::analysis::tensorboard::{LineKind, ROLLOUT_SAMPLES, RunLog};
 use crate::episode::Trajectory;
 use crate::error::AgentError;
-use crate::rollout::{PoolExecutor, Prompt};
-use crate::scheduled::{AsyncTools, PoolTools};
+use crate::rollout::{PoolExecutor, Prompt, ToolExecutor};
+use crate::scheduled::{AsyncTools, PoolTools, ServerTools};
 use crate::tasks::sft::SftConfig;
 use crate::tasks::{Split, TaskSet};
 use crate::template::{Template, TemplateFormat};
@@ -147,8 +147,8 @@ pub(super) struct Run<'a> {
     held_out: Vec<Prompt>,
     rl_pool: Vec<Prompt>,
     param_ids: Vec<u64>,
-    /// The sandbox every tool call runs in.
-    pool: BlockingPool,
+    /// Where every tool call runs: the in-process sandbox, or code-judge servers.
+    tools: RunTools,
     /// The scheduled driver's view of the same sandbox (`rl.rollout_driver` `scheduled`).
     async_tools: Option<Arc<dyn AsyncTools>>,
     /// The remote engines the scheduled driver's turns go to (`rl.engines` as URLs).
@@ -201,15 +201,17 @@ impl<'a> Run<'a> {
         let (model, tokenizer, optimizer) =
             initial_model(config, &device.clone().autodiff(), start.as_ref(), observer)?;
         let (held_out, rl_pool) = problems(config)?;
-        let pool = start_pool(&config.tools)?;
-        // The scheduled driver runs its calls on the same pool, asynchronously.
-        let async_tools: Option<Arc<dyn AsyncTools>> =
-            (config.rl.rollout_driver == super::RolloutDriver::Scheduled).then(|| {
-                Arc::new(PoolTools {
-                    pool: pool.pool().clone(),
-                    timeout: None,
-                }) as Arc<dyn AsyncTools>
-            });
+        let tools = RunTools::start(&config.tools)?;
+        if let RunTools::Servers(servers) = &tools {
+            observer.log(&format!(
+                "tool calls: on {} (no in-process sandbox)",
+                servers.urls().join(", ")
+            ));
+        }
+        // The scheduled driver runs its calls on the same tools, asynchronously.
+        let async_tools: Option<Arc<dyn AsyncTools>> = (config.rl.rollout_driver
+            == super::RolloutDriver::Scheduled)
+            .then(|| tools.async_tools());
         let remote = match config.rl.engines.urls() {
             Some(urls) => {
                 let remote = RemoteRollouts::connect(
@@ -218,7 +220,8 @@ impl<'a> Run<'a> {
                     super::engines::publish_dir(config.rl.publish_dir.as_deref(), out),
                     config.rl.publish_dtype,
                     &tokenizer,
-                )?;
+                )?
+                .via(config.rl.publish_via)?;
                 observer.log(&format!(
                     "rl rollouts: scheduled on {}, {} dispatch; weights published to them before every step",
                     remote.describe(),
@@ -249,7 +252,7 @@ impl<'a> Run<'a> {
             held_out,
             rl_pool,
             param_ids: checkpoint::param_ids(&model),
-            pool,
+            tools,
             async_tools,
             remote,
             logs: Logs::open(
@@ -317,10 +320,7 @@ impl<'a> Run<'a> {
                 limits: rl::base_limits(template),
                 wrong_programs: config.sft.wrong_programs.clone(),
             },
-            &mut PoolExecutor {
-                pool: &self.pool,
-                timeout: None,
-            },
+            &mut *self.tools.executor(),
         )?;
         crate::tasks::sft::write_corpus(&self.out.join("sft_corpus.jsonl"), &demos)?;
         self.observer.log(&format!(
@@ -444,10 +444,7 @@ impl<'a> Run<'a> {
             &self.tokenizer,
             &self.rl_pool,
             &check,
-            &mut PoolExecutor {
-                pool: &self.pool,
-                timeout: None,
-            },
+            &mut *self.tools.executor(),
         )?;
         let checked = if config.rl.hard_pool_size == 0 {
             self.rl_pool.len()
@@ -501,10 +498,7 @@ impl<'a> Run<'a> {
             &mut rl.optimizer,
             &self.tokenizer,
             &inputs,
-            &mut PoolExecutor {
-                pool: &self.pool,
-                timeout: None,
-            },
+            &mut *self.tools.executor(),
             self.async_tools.clone(),
             self.remote.as_ref(),
         )?;
@@ -517,6 +511,14 @@ impl<'a> Run<'a> {
                 rl.steps,
                 record.logprob_diff_max.unwrap_or(f64::NAN),
                 config.rl.logprob_diff_warn
+            ));
+        }
+        if let Some(d) = record.dispatch.as_ref().filter(|d| d.engines_lost > 0) {
+            self.observer.log(&format!(
+                "warning: step {}: lost {} ({} turns written again on the other engines; no rollout lost); the run goes on without them",
+                rl.steps,
+                d.lost.join(", "),
+                d.redispatched
             ));
         }
         rl.model = next;
@@ -591,10 +593,7 @@ impl<'a> Run<'a> {
             &self.held_out,
             &self.config.eval,
             seed_of(self.config.seed, "eval"),
-            &mut PoolExecutor {
-                pool: &self.pool,
-                timeout: None,
-            },
+            &mut *self.tools.executor(),
         )?;
         let greedy = evaluation.greedy;
         let summary = evaluation.sampled_summary.as_ref();
@@ -762,5 +761,50 @@ fn decision_line(decision: &Decision) -> String {
             }
         ),
         Decision::Finish { .. } => "finish".into(),
+    }
+}
+
+/// Where a run's tool calls go: the in-process sandbox, or the code-judge servers of
+/// `tools.servers` (`--tools`), which then replace it everywhere (RL steps, the hard stage's
+/// check, the evaluations).
+pub(super) enum RunTools {
+    /// The sandboxed Python pool.
+    Pool(BlockingPool),
+    /// Code-judge servers.
+    Servers(Arc<ServerTools>),
+}
+
+impl RunTools {
+    /// The servers when `options.servers` lists some, else a started pool.
+    pub(super) fn start(options: &super::ToolOptions) -> Result<Self, AgentError> {
+        if options.servers.is_empty() {
+            Ok(RunTools::Pool(start_pool(options)?))
+        } else {
+            Ok(RunTools::Servers(Arc::new(ServerTools::connect(
+                &options.servers,
+            )?)))
+        }
+    }
+
+    /// The lock-step driver's executor.
+    pub(super) fn executor(&self) -> Box<dyn ToolExecutor + '_> {
+        match self {
+            RunTools::Pool(pool) => Box::new(PoolExecutor {
+                pool,
+                timeout: None,
+            }),
+            RunTools::Servers(servers) => Box::new(&**servers),
+        }
+    }
+
+    /// The scheduled driver's tools.
+    pub(super) fn async_tools(&self) -> Arc<dyn AsyncTools> {
+        match self {
+            RunTools::Pool(pool) => Arc::new(PoolTools {
+                pool: pool.pool().clone(),
+                timeout: None,
+            }),
+            RunTools::Servers(servers) => Arc::clone(servers) as Arc<dyn AsyncTools>,
+        }
     }
 }

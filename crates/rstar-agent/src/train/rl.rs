@@ -155,6 +155,62 @@ pub struct StepRecord {
         skip_serializing_if = "Option::is_none"
     )]
     pub logprob_diff_mean: Option<f64>,
+    /// The scheduled driver: what each engine did in the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch: Option<DispatchRecord>,
+}
+
+/// What each engine did in a scheduled step (`metrics.jsonl`'s `dispatch`): the dispatch
+/// decisions' outcome, and the engines lost on the way. The per-engine lists follow
+/// `engines`; `idle_secs_total`, `idle_secs_max`, `redispatched` and `engines_lost` are also
+/// TensorBoard scalars (`dispatch/…`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DispatchRecord {
+    /// The engines the step's rollouts were dispatched to (URLs, or local names).
+    pub engines: Vec<String>,
+    /// Per engine, the model tokens of the turns it wrote.
+    pub tokens: Vec<u64>,
+    /// Per engine, the turns it wrote.
+    pub turns: Vec<u64>,
+    /// Per engine, the seconds of the dispatch during which it had no turn to write.
+    pub idle_secs: Vec<f64>,
+    /// Per engine, the KV capacity the dispatch checked reservations against: what the engine
+    /// reported free at the step's start (`/metrics`), else its configured capacity.
+    pub kv_capacity: Vec<u64>,
+    /// The summed idle seconds.
+    pub idle_secs_total: f64,
+    /// The largest idle seconds of one engine.
+    pub idle_secs_max: f64,
+    /// Engines that stopped answering during the step (their rollouts went on elsewhere).
+    pub lost: Vec<String>,
+    /// `lost.len()`.
+    pub engines_lost: usize,
+    /// Turns that failed on a lost engine and were written again by another.
+    pub redispatched: u64,
+}
+
+impl DispatchRecord {
+    /// The record of a dispatch over engines named `engines`.
+    pub fn new(engines: Vec<String>, stats: &rstar_scheduler::DispatchStats) -> Self {
+        let idle = stats.idle_secs();
+        let lost: Vec<String> = stats
+            .lost_engines
+            .iter()
+            .filter_map(|&e| engines.get(e).cloned())
+            .collect();
+        DispatchRecord {
+            tokens: stats.tokens.clone(),
+            turns: stats.turns.clone(),
+            kv_capacity: stats.capacity.clone(),
+            idle_secs_total: idle.iter().sum(),
+            idle_secs_max: idle.iter().copied().fold(0.0, f64::max),
+            idle_secs: idle,
+            engines_lost: lost.len(),
+            lost,
+            redispatched: stats.redispatched,
+            engines,
+        }
+    }
 }
 
 /// Draws `n` prompts without replacement (all of them when the pool is smaller).
@@ -267,6 +323,7 @@ pub fn step_on(
         remote.zip(version.as_deref()),
     )?;
     let out = rolled.output;
+    let dispatch = rolled.dispatch;
     let gap = rolled
         .engine_logprobs
         .as_deref()
@@ -317,6 +374,7 @@ pub fn step_on(
         weight_version: version,
         logprob_diff_max: gap.map(|g| g.0),
         logprob_diff_mean: gap.map(|g| g.1),
+        dispatch,
     };
     Ok((model, record, trajectories))
 }
@@ -326,6 +384,7 @@ pub fn step_on(
 struct StepRollouts {
     output: RolloutOutput,
     engine_logprobs: Option<Vec<Option<Vec<f32>>>>,
+    dispatch: Option<DispatchRecord>,
 }
 
 /// The step's rollouts: `rl.roc`'s number per prompt (2G with RoC, G without), by the
@@ -347,14 +406,12 @@ fn step_rollouts(
 ) -> Result<StepRollouts, AgentError> {
     let o = inputs.options;
     let samples = o.roc.rollouts(o.group_size);
-    let plain = |output| StepRollouts {
-        output,
-        engine_logprobs: None,
-    };
     match (o.rollout_driver, async_tools, remote) {
         (RolloutDriver::Scheduled, Some(tools), Some((remote, version))) => {
             let stops = stop_strings(inputs.template);
+            let alive = remote.alive();
             let generators = remote.generators(&stops, inputs.stage.temperature as f32, version)?;
+            let names: Vec<String> = alive.iter().map(|&i| remote.urls()[i].clone()).collect();
             let out = run_scheduled_blocking(
                 generators,
                 SharedTokenizer(Arc::new(tokenizer.clone())),
@@ -362,13 +419,31 @@ fn step_rollouts(
                 prompts,
                 samples,
                 &schedule_config(inputs.template, inputs.stage, step_seed, o.dispatch),
-            )?;
+            )
+            .map_err(|e| match e {
+                AgentError::Scheduler(lost @ rstar_scheduler::Error::EnginesLost { .. }) => {
+                    for &i in &alive {
+                        remote.lose(i);
+                    }
+                    AgentError::Remote {
+                        url: names.join(","),
+                        message: format!(
+                            "{lost}; restart them and resume the run from its last checkpoint (rstar train --resume RUN)"
+                        ),
+                    }
+                }
+                other => other,
+            })?;
+            for &e in &out.dispatch.lost_engines {
+                remote.lose(alive[e]);
+            }
             Ok(StepRollouts {
+                dispatch: Some(DispatchRecord::new(names, &out.dispatch)),
                 output: out.rollout,
                 engine_logprobs: Some(out.engine_logprobs),
             })
         }
-        (RolloutDriver::Scheduled, Some(tools), None) => scheduled_rollout(
+        (RolloutDriver::Scheduled, Some(tools), None) => scheduled_rollout_with_stats(
             policy,
             tokenizer,
             prompts,
@@ -382,7 +457,11 @@ fn step_rollouts(
             },
             tools,
         )
-        .map(plain),
+        .map(|(output, dispatch)| StepRollouts {
+            output,
+            engine_logprobs: None,
+            dispatch: Some(dispatch),
+        }),
         _ => {
             let config = RolloutConfig {
                 template: inputs.template,
@@ -395,7 +474,13 @@ fn step_rollouts(
                 eos: Vec::new(),
                 per_rollout_seeds: true,
             };
-            rollout(policy, tokenizer, prompts, samples, &config, executor).map(plain)
+            rollout(policy, tokenizer, prompts, samples, &config, executor).map(|output| {
+                StepRollouts {
+                    output,
+                    engine_logprobs: None,
+                    dispatch: None,
+                }
+            })
         }
     }
 }
@@ -705,6 +790,19 @@ pub fn scheduled_rollout(
     options: &ScheduledRollout<'_>,
     tools: Arc<dyn AsyncTools>,
 ) -> Result<RolloutOutput, AgentError> {
+    scheduled_rollout_with_stats(policy, tokenizer, prompts, samples, options, tools)
+        .map(|(output, _)| output)
+}
+
+/// [`scheduled_rollout`], with what each engine did.
+fn scheduled_rollout_with_stats(
+    policy: &Qwen,
+    tokenizer: &Tokenizer,
+    prompts: &[Prompt],
+    samples: usize,
+    options: &ScheduledRollout<'_>,
+    tools: Arc<dyn AsyncTools>,
+) -> Result<(RolloutOutput, DispatchRecord), AgentError> {
     let limits = stage_limits_for(options.template, options.stage);
     let stops = stop_strings(options.template);
     let engines = options.engines.max(1);
@@ -729,6 +827,7 @@ pub fn scheduled_rollout(
             )) as Arc<dyn TurnGenerator>
         })
         .collect();
+    let names: Vec<String> = generators.iter().map(|g| g.name()).collect();
     let config = schedule_config(
         options.template,
         options.stage,
@@ -743,7 +842,7 @@ pub fn scheduled_rollout(
         samples,
         &config,
     )?;
-    Ok(out.rollout)
+    Ok((out.rollout, DispatchRecord::new(names, &out.dispatch)))
 }
 
 /// The template's stop strings, owned.

@@ -17,6 +17,7 @@ fn sandboxed_calls_answer_and_time_out() {
         python: rstar_testdata::python(),
         workers: 2,
         timeout_secs: 1.0,
+        servers: Vec::new(),
     })
     .expect("the sandbox starts (set RSTAR_PYTHON)");
     let tools = Arc::new(PoolTools {

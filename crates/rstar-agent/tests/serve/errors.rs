@@ -273,3 +273,29 @@ fn a_full_server_answers_429_at_once() {
         assert_eq!(status, 200, "{body}");
     }
 }
+
+#[test]
+fn a_seed_reads_signed_or_unsigned_as_the_same_bits() {
+    let rt = runtime();
+    let server = serve(&rt, 1, 8);
+    let addr = server.addr().to_string();
+    let tokens = |seed: Value| {
+        let (status, body) = post(
+            &addr,
+            "/v1/completions",
+            &json!({"model": MODEL, "prompt": "Q:1+1?\nA:", "max_tokens": 12, "temperature": 1.0, "seed": seed}),
+        );
+        assert_eq!(status, 200, "{body}");
+        body["choices"][0]["token_ids"].clone()
+    };
+    // -2 is u64::MAX - 1 in two's complement: OpenAI's signed seeds reach every sampler seed.
+    assert_eq!(tokens(json!(-2)), tokens(json!(u64::MAX - 1)));
+    assert_eq!(tokens(json!(5)), tokens(json!(5)));
+    let (status, body) = post(
+        &addr,
+        "/v1/completions",
+        &json!({"model": MODEL, "prompt": "x", "seed": 1.5}),
+    );
+    check(status, &body, 400, Some("seed"), "seed");
+    rt.block_on(server.shutdown()).unwrap();
+}

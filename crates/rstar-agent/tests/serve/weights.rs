@@ -237,3 +237,80 @@ fn bad_updates_are_refused_and_the_old_weights_keep_serving() {
     assert!(greedy(&addr, prompt).0.same(&before));
     rt.block_on(server.shutdown()).unwrap();
 }
+
+#[test]
+fn weights_pushed_over_http_serve_like_weights_read_from_disk() {
+    let rt = runtime();
+    let (model, tokenizer) = load();
+    let mut config = ServeConfig::new(MODEL);
+    config.port = 0;
+    let server = rt
+        .block_on(start(model.clone(), tokenizer, config))
+        .unwrap();
+    let addr = server.addr().to_string();
+    let prompt = "Q:12*34?\nA:";
+    let (before, _, _) = greedy(&addr, prompt);
+    let new_model = Qwen::random(QwenConfig::tiny_char(), 7, &Device::flex()).unwrap();
+    let remote = RemoteEngine::new(
+        RemoteEngineConfig::new(server.url(), Vec::new()),
+        Arc::new(Tokenizer::char()),
+    )
+    .unwrap();
+    let push = |m: &Qwen, dtype, version: &str| {
+        let bytes = rstar_policy::safetensors_bytes(&m.hf_tensors().unwrap(), dtype).unwrap();
+        rt.block_on(remote.upload_weights(bytes.into(), version))
+    };
+    push(&new_model, WeightDtype::F32, "step 1/é").unwrap();
+    // The version travels in the query string, escaped.
+    assert_eq!(version(&addr), "step 1/é");
+    let expected = local_greedy(&rt, new_model.clone(), prompt);
+    assert!(!expected.same(&before), "the two random models write alike");
+    let (after, v, _) = greedy(&addr, prompt);
+    assert!(after.same(&expected), "{after:?} vs {expected:?}");
+    assert_eq!(v, "step 1/é");
+
+    // Another architecture, bytes that are not safetensors, an empty body: refused, and the
+    // pushed weights keep serving.
+    let mut other = QwenConfig::tiny_char();
+    other.num_hidden_layers += 1;
+    let wrong = Qwen::random(other, 1, &Device::flex()).unwrap();
+    let err = push(&wrong, WeightDtype::F32, "x").unwrap_err().to_string();
+    assert!(err.contains("/upload_weights: HTTP 400"), "{err}");
+    let (status, text) = http(
+        &addr,
+        "POST",
+        "/upload_weights?weight_version=y",
+        "not safetensors",
+    );
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("\"success\":false") && text.contains("safetensors"),
+        "{text}"
+    );
+    let (status, text) = http(&addr, "POST", "/upload_weights", "");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("empty"), "{text}");
+    assert_eq!(version(&addr), "step 1/é");
+    assert!(greedy(&addr, prompt).0.same(&expected));
+    // bf16 bytes load too (rounded weights).
+    push(&new_model, WeightDtype::Bf16, "bf16").unwrap();
+    assert_eq!(version(&addr), "bf16");
+    // A tied model's untied copy (what the trainer gives vLLM engines) is the same
+    // architecture, and writes what the tied model writes.
+    let untied = tempfile::tempdir().unwrap();
+    rstar_policy::save_dir_untied(
+        &new_model,
+        &Tokenizer::char(),
+        untied.path(),
+        WeightDtype::F32,
+    )
+    .unwrap();
+    let (status, body) = post(
+        &addr,
+        "/update_weights_from_disk",
+        &json!({"model_path": untied.path(), "weight_version": "untied"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(greedy(&addr, prompt).0.same(&expected));
+    rt.block_on(server.shutdown()).unwrap();
+}

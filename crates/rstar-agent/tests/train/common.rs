@@ -20,6 +20,7 @@ pub fn pool() -> &'static BlockingPool {
             python: rstar_testdata::python(),
             workers: 2,
             timeout_secs: 5.0,
+            servers: Vec::new(),
         })
         .expect("the sandbox starts")
     })
