@@ -182,6 +182,14 @@ impl RemoteEngine {
         }
     }
 
+    /// The server did not answer: the engine is gone ([`AgentError::Unavailable`]).
+    fn unavailable(&self, message: impl Into<String>) -> AgentError {
+        AgentError::Unavailable {
+            url: self.base.clone(),
+            message: message.into(),
+        }
+    }
+
     /// One HTTP exchange with a JSON body: (status, body).
     async fn exchange(
         &self,
@@ -265,10 +273,11 @@ impl RemoteEngine {
             };
             if !failure.retry || attempt >= self.config.max_retries {
                 if failure.retry {
-                    return Err(AgentError::Unavailable {
-                        url: self.base.clone(),
-                        message: format!("{} (after {} attempts)", failure.message, attempt + 1),
-                    });
+                    return Err(self.unavailable(format!(
+                        "{} (after {} attempts)",
+                        failure.message,
+                        attempt + 1
+                    )));
                 }
                 return Err(self.error(failure.message));
             }
@@ -577,14 +586,8 @@ impl RemoteEngine {
             Ok(Ok((status, body))) => {
                 Err(self.error(format!("/metrics: HTTP {status}: {}", error_message(&body))))
             }
-            Ok(Err(failure)) => Err(AgentError::Unavailable {
-                url: self.base.clone(),
-                message: format!("/metrics: {}", failure.message),
-            }),
-            Err(_) => Err(AgentError::Unavailable {
-                url: self.base.clone(),
-                message: "/metrics: no answer within 5 s".into(),
-            }),
+            Ok(Err(failure)) => Err(self.unavailable(format!("/metrics: {}", failure.message))),
+            Err(_) => Err(self.unavailable("/metrics: no answer within 5 s")),
         }
     }
 
@@ -630,10 +633,7 @@ impl RemoteEngine {
                 )));
             }
             Err(failure) => {
-                return Err(AgentError::Unavailable {
-                    url: self.base.clone(),
-                    message: format!("/upload_weights: {}", failure.message),
-                });
+                return Err(self.unavailable(format!("/upload_weights: {}", failure.message)));
             }
         }
         let served = self.weight_version().await?;
@@ -662,10 +662,7 @@ impl RemoteEngine {
             Ok((status, bytes)) => {
                 Err(self.error(format!("{path}: HTTP {status}: {}", error_message(&bytes))))
             }
-            Err(failure) => Err(AgentError::Unavailable {
-                url: self.base.clone(),
-                message: failure.message,
-            }),
+            Err(failure) => Err(self.unavailable(failure.message)),
         }
     }
 }
