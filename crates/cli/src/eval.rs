@@ -303,6 +303,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             retention: KvRetention::Keep,
             record_entropy: args.record_entropy,
             verifier: mode,
+            load_refresh_ms: 0,
         },
     };
     let bar = progress_bar(prompts.len() * samples);

@@ -95,6 +95,13 @@ pub trait TurnGenerator: Send + Sync {
         Box::pin(async move { Ok(capacity) })
     }
 
+    /// What [`Self::free_kv_tokens`] counts as used for a turn in flight
+    /// ([`rstar_scheduler::KvAccounting`]); the default, `Tokens`, is a paged cache's (vLLM,
+    /// SGLang).
+    fn kv_accounting(&self) -> rstar_scheduler::KvAccounting {
+        rstar_scheduler::KvAccounting::Tokens
+    }
+
     /// Writes one turn.
     fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>>;
 }
@@ -509,6 +516,11 @@ impl TurnGenerator for LocalEngine {
     fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
         let free = self.load().free_tokens().unwrap_or(self.config.kv_capacity);
         Box::pin(async move { Ok(free) })
+    }
+
+    /// Its load counts each turn in flight as its context plus `max_new_tokens`.
+    fn kv_accounting(&self) -> rstar_scheduler::KvAccounting {
+        rstar_scheduler::KvAccounting::Reserved
     }
 
     fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>> {

@@ -285,6 +285,10 @@ pub struct ScheduleConfig {
     /// `choice` (see `rstar_verifier::Mode`).
     #[serde(default)]
     pub verifier: rstar_verifier::Mode,
+    /// `kv-aware`: read each generator's free KV every this many milliseconds during the run
+    /// ([`Dispatcher::load_refresh`]); 0 (the default): only at the start.
+    #[serde(default)]
+    pub load_refresh_ms: u64,
 }
 
 impl ScheduleConfig {
@@ -299,6 +303,7 @@ impl ScheduleConfig {
             retention: KvRetention::Keep,
             record_entropy: false,
             verifier: rstar_verifier::Mode::Integer,
+            load_refresh_ms: 0,
         }
     }
 }
@@ -434,6 +439,10 @@ impl<T: TextTokenizer + Send + 'static> Engine for EngineAdapter<T> {
 
     fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
         self.generator.free_kv_tokens()
+    }
+
+    fn kv_accounting(&self) -> rstar_scheduler::KvAccounting {
+        self.generator.kv_accounting()
     }
 
     fn generate(&self, request: TurnRequest) -> BoxFuture<'_, Result<TurnOutput, BoxError>> {
@@ -736,6 +745,7 @@ where
     let report = Dispatcher::new(engines, runner)
         .policy(config.policy)
         .retention(config.retention)
+        .load_refresh(Duration::from_millis(config.load_refresh_ms))
         .run(requests)
         .await?;
     let elapsed = shared.started.elapsed().as_secs_f64();

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::engine::{Engine, EngineUnavailable, ToolCall, ToolRunner, TurnRequest};
+use crate::engine::{Engine, EngineUnavailable, KvAccounting, ToolCall, ToolRunner, TurnRequest};
 use crate::ledger::{KvLedger, choose_ledger};
 use crate::policy::{DispatchPolicy, EngineView, KvRetention, choose_engine};
 use crate::rollout::{FinishReason, Next, RolloutState};
@@ -79,6 +79,13 @@ pub struct DispatchStats {
     /// Turns that failed on an engine that was gone and were dispatched again elsewhere.
     #[serde(default)]
     pub redispatched: u64,
+    /// Load reports taken during the run ([`Dispatcher::load_refresh`]), all engines together.
+    #[serde(default)]
+    pub load_reports: u64,
+    /// kv-aware with [`Dispatcher::load_refresh`]: per engine, the lowest capacity applied
+    /// during the run (other clients' load taken off); equal to [`Self::capacity`] otherwise.
+    #[serde(default)]
+    pub capacity_low: Vec<u64>,
 }
 
 impl DispatchStats {
@@ -151,6 +158,7 @@ pub struct Dispatcher {
     policy: DispatchPolicy,
     retention: KvRetention,
     segment: u64,
+    refresh: Duration,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -160,6 +168,7 @@ impl std::fmt::Debug for Dispatcher {
             .field("policy", &self.policy)
             .field("retention", &self.retention)
             .field("segment_tokens", &self.segment)
+            .field("load_refresh", &self.refresh)
             .finish_non_exhaustive()
     }
 }
@@ -198,6 +207,8 @@ struct Slot {
     partial: u64,
     /// `max_new_tokens` of the request in flight.
     asked: u64,
+    /// Whether a turn (or segment) of the rollout is being generated.
+    generating: bool,
 }
 
 struct Run<'a> {
@@ -220,6 +231,14 @@ struct Run<'a> {
     generating: Vec<usize>,
     busy_since: Vec<Instant>,
     busy: Vec<Duration>,
+    /// kv-aware: per engine, the capacity a load report may not take it below (see
+    /// [`Dispatcher::load_refresh`]).
+    floor: Vec<u64>,
+    /// kv-aware: per engine, the capacity its load reports ask for (the lower of the last two),
+    /// applied as far as the reservations allow, and again as they end; and what the last
+    /// report alone asked for.
+    want: Vec<Option<u64>>,
+    last_report: Vec<Option<u64>>,
 }
 
 impl Dispatcher {
@@ -232,7 +251,26 @@ impl Dispatcher {
             policy: DispatchPolicy::KvAware,
             retention: KvRetention::Keep,
             segment: 0,
+            refresh: Duration::ZERO,
         }
+    }
+
+    /// kv-aware only: asks every engine for its free KV tokens ([`Engine::free_kv_tokens`])
+    /// every `interval` while the run goes on, not only at its start (`Duration::ZERO`, the
+    /// default: only at the start). Each report sets the capacity the engine's [`KvLedger`]
+    /// checks against to the free tokens reported plus the context of the rollouts this run
+    /// has on the engine (at most [`Engine::kv_capacity`]), so memory other clients take or
+    /// give back during the run is neither reserved twice nor left unused.
+    ///
+    /// The reports come from one background task per engine and are applied between
+    /// events, so a slow or failing report never holds up a turn (a failed report is
+    /// ignored; a lost engine is found by its turns). A report never takes an engine below
+    /// what keeps its current reservations safe ([`KvLedger::set_capacity`]), nor below the
+    /// largest reservation of the run where the engine could take it at the start, so every
+    /// rollout can still run and the run always ends.
+    pub fn load_refresh(mut self, interval: Duration) -> Self {
+        self.refresh = interval;
+        self
     }
 
     /// kv-aware only: generates turns in segments of at most `tokens` tokens (0, the
@@ -330,9 +368,17 @@ impl Dispatcher {
                 done: false,
                 partial: 0,
                 asked: 0,
+                generating: false,
                 request,
             })
             .collect();
+        // The largest reservation of the run: a load report takes no engine that could hold it
+        // at the start below it, so every rollout can always run somewhere.
+        let largest_claim = slots
+            .iter()
+            .map(|s| s.state.reservation())
+            .max()
+            .unwrap_or(0);
         if self.policy.reserves_kv() {
             let largest = views
                 .iter()
@@ -359,8 +405,15 @@ impl Dispatcher {
                 tokens: vec![0; views.len()],
                 turns: vec![0; views.len()],
                 lost_engines: lost.iter().map(|(e, _)| *e).collect(),
+                capacity_low: views.iter().map(|v| v.capacity).collect(),
                 ..DispatchStats::default()
             },
+            floor: views
+                .iter()
+                .map(|v| v.capacity.min(largest_claim))
+                .collect(),
+            want: vec![None; views.len()],
+            last_report: vec![None; views.len()],
             ledgers: views.iter().map(|v| KvLedger::new(v.capacity)).collect(),
             pending: vec![VecDeque::new(); views.len()],
             generating: vec![0; views.len()],
@@ -372,17 +425,51 @@ impl Dispatcher {
             tasks: JoinSet::new(),
             tools_in_flight: 0,
         };
+        let (reports, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let pollers: Vec<tokio::task::JoinHandle<()>> =
+            if self.policy.reserves_kv() && !self.refresh.is_zero() {
+                (0..self.engines.len())
+                    .filter(|&i| run.alive[i])
+                    .map(|i| {
+                        let engine = Arc::clone(&self.engines[i]);
+                        let (reports, every) = (reports.clone(), self.refresh);
+                        tokio::spawn(async move {
+                            loop {
+                                tokio::time::sleep(every).await;
+                                if let Ok(free) = engine.free_kv_tokens().await
+                                    && reports.send((i, free)).is_err()
+                                {
+                                    break;
+                                }
+                            }
+                        })
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+        drop(reports);
+        let polling = !pollers.is_empty();
         run.admit();
-        while let Some(joined) = run.tasks.join_next().await {
-            let event = joined.map_err(|e| Error::Engine {
-                engine: usize::MAX,
-                rollout: 0,
-                message: format!("task panicked: {e}"),
-            })?;
-            run.handle(event)?;
-            run.admit();
+        let driven = run.drive(&mut rx, polling).await;
+        for poller in &pollers {
+            poller.abort();
         }
-        debug_assert!(run.queue.is_empty() && run.slots.iter().all(|s| s.done));
+        driven?;
+        // Only possible when the engines that could hold a reservation were lost: the
+        // others cannot take it.
+        if let Some(s) = run.slots.iter().find(|s| !s.done) {
+            let largest = (0..run.ledgers.len())
+                .filter(|&e| run.alive[e])
+                .map(|e| run.ledgers[e].capacity())
+                .max()
+                .unwrap_or(0);
+            return Err(Error::TooLarge {
+                rollout: s.request.id,
+                need: s.state.reservation(),
+                largest,
+            });
+        }
         for (e, l) in run.ledgers.iter().enumerate() {
             run.stats.peak_reserved[e] = l.peak();
         }
@@ -410,6 +497,73 @@ impl Dispatcher {
 }
 
 impl Run<'_> {
+    /// Handles events, and load reports between them, until every rollout has ended.
+    async fn drive(
+        &mut self,
+        reports: &mut tokio::sync::mpsc::UnboundedReceiver<(usize, u64)>,
+        polling: bool,
+    ) -> Result<()> {
+        loop {
+            tokio::select! {
+                // Reports first: one taken before a turn ended is applied while the turn still
+                // counts as in flight, so the run's own use is never counted as another
+                // client's (a report taken after it ended errs high, and is capped).
+                biased;
+                Some((engine, free)) = reports.recv(), if polling => {
+                    self.on_load(engine, free);
+                }
+                joined = self.tasks.join_next() => {
+                    let Some(joined) = joined else { return Ok(()) };
+                    let event = joined.map_err(|e| Error::Engine {
+                        engine: usize::MAX,
+                        rollout: 0,
+                        message: format!("task panicked: {e}"),
+                    })?;
+                    self.handle(event)?;
+                }
+            }
+            self.admit();
+        }
+    }
+
+    /// A load report: the engine's capacity for this run becomes the free tokens it reports
+    /// plus what this run's turns in flight hold there (as [`Engine::kv_accounting`] counts
+    /// them), within [`Engine::kv_capacity`], never below its floor (see
+    /// [`Dispatcher::load_refresh`]) nor what keeps its reservations safe.
+    fn on_load(&mut self, engine: usize, free: u64) {
+        self.stats.load_reports += 1;
+        if !self.alive[engine] {
+            return;
+        }
+        let reserved = self.d.engines[engine].kv_accounting() == KvAccounting::Reserved;
+        let ours: u64 = self
+            .slots
+            .iter()
+            .filter(|s| s.generating && s.engine == Some(engine))
+            .map(|s| s.context.len() as u64 + if reserved { s.asked } else { 0 })
+            .sum();
+        let want = self.d.engines[engine]
+            .kv_capacity()
+            .min(free.saturating_add(ours))
+            .max(self.floor[engine]);
+        // A report raises the capacity only when the one before agrees: one taken as a turn
+        // ended, before the dispatcher saw it end, reads the turn twice as free (its own
+        // report, and the run's book), and admitting on it would hold for a rollout's life.
+        // Lowering takes one report.
+        let target = self.last_report[engine].map_or(want, |last| last.min(want));
+        self.last_report[engine] = Some(want);
+        self.want[engine] = Some(target);
+        self.apply_capacity(engine, target);
+    }
+
+    /// Sets `engine`'s capacity to `want`, as far as its reservations allow.
+    fn apply_capacity(&mut self, engine: usize, want: u64) {
+        let applied = self.ledgers[engine].set_capacity(want);
+        self.views[engine].capacity = applied;
+        let low = &mut self.stats.capacity_low[engine];
+        *low = (*low).min(applied);
+    }
+
     /// kv-aware: the allocation a rollout needs to go on (its whole claim, or its context
     /// plus one segment).
     fn target(&self, slot: usize) -> u64 {
@@ -428,6 +582,15 @@ impl Run<'_> {
         let total = self.slots.len();
         self.stats.peak_queue = self.stats.peak_queue.max(self.queue.len());
         if self.d.policy.reserves_kv() {
+            // A capacity a report lowered less far than asked (the reservations then held
+            // needed more) goes the rest of the way as they end.
+            for e in 0..self.want.len() {
+                if let Some(want) = self.want[e]
+                    && self.ledgers[e].capacity() > want
+                {
+                    self.apply_capacity(e, want);
+                }
+            }
             for e in 0..self.pending.len() {
                 let mut k = 0;
                 while k < self.pending[e].len() {
@@ -507,6 +670,7 @@ impl Run<'_> {
         };
         let s = &mut self.slots[slot];
         s.asked = asked;
+        s.generating = true;
         let engine = s.engine.expect("a submitted turn has an engine");
         if s.partial == 0 {
             s.engines.push(engine);
@@ -566,6 +730,7 @@ impl Run<'_> {
                 if self.generating[engine] == 0 {
                     self.busy[engine] += self.busy_since[engine].elapsed();
                 }
+                self.slots[slot].generating = false;
                 let out = match result {
                     Ok(out) => out,
                     Err(e) if e.unavailable => {

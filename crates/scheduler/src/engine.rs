@@ -42,6 +42,23 @@ impl EngineUnavailable {
     }
 }
 
+/// What an engine's [`Engine::free_kv_tokens`] counts as used for a turn in flight, so that a
+/// [`Dispatcher`](crate::Dispatcher) refreshing the load
+/// ([`load_refresh`](crate::Dispatcher::load_refresh)) can tell its own turns from other
+/// clients' load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvAccounting {
+    /// The tokens the turn holds now: its context and what it has generated so far (a paged
+    /// KV cache: vLLM, SGLang). The dispatcher cannot see the tokens generated so far, so
+    /// until the turn ends they count as other clients': the estimate errs low.
+    #[default]
+    Tokens,
+    /// What the turn may hold: its context plus `max_new_tokens` (an engine that reserves
+    /// whole turns, as `rstar serve` and the local engine do). The dispatcher's estimate of its
+    /// own use is then exact.
+    Reserved,
+}
+
 /// One model turn to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnRequest {
@@ -71,9 +88,16 @@ pub trait Engine: Send + Sync {
     fn kv_capacity(&self) -> u64;
 
     /// KV tokens free now, as the engine reports them (vLLM and SGLang export this as a
-    /// metric). The dispatcher reads it once per [`run`](crate::Dispatcher::run) so that
-    /// memory held by other clients is not reserved twice.
+    /// metric). The dispatcher reads it at the start of each [`run`](crate::Dispatcher::run)
+    /// (and during it with [`load_refresh`](crate::Dispatcher::load_refresh)) so that memory
+    /// held by other clients is not reserved twice.
     fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>>;
+
+    /// What [`Self::free_kv_tokens`] counts as used for a turn in flight (the default:
+    /// [`KvAccounting::Tokens`]).
+    fn kv_accounting(&self) -> KvAccounting {
+        KvAccounting::Tokens
+    }
 
     /// Generates one turn.
     fn generate(&self, request: TurnRequest) -> BoxFuture<'_, Result<TurnOutput, BoxError>>;

@@ -163,6 +163,36 @@ impl KvLedger {
         alloc
     }
 
+    /// The smallest capacity at which the current allocations stay safe: what they hold now
+    /// plus the most that must be free for them to finish one at a time (in order of
+    /// remaining need, which is optimal for one resource).
+    pub fn min_safe_capacity(&self) -> u64 {
+        let mut rest: Vec<(u64, u64)> = self
+            .entries
+            .values()
+            .map(|e| (e.claim - e.alloc, e.alloc))
+            .collect();
+        rest.sort_unstable();
+        let (mut free_needed, mut released) = (0u64, 0u64);
+        for (need, alloc) in rest {
+            free_needed = free_needed.max(need.saturating_sub(released));
+            released += alloc;
+        }
+        self.reserved + free_needed
+    }
+
+    /// Changes the capacity (an engine reporting that other clients now hold, or gave back,
+    /// part of its KV cache), but never below [`Self::min_safe_capacity`]: a state that was
+    /// safe stays safe, so every bound rollout can still finish. Returns the capacity applied.
+    pub fn set_capacity(&mut self, capacity: u64) -> u64 {
+        let applied = capacity.max(self.min_safe_capacity());
+        if applied != self.capacity {
+            self.capacity = applied;
+            self.version += 1;
+        }
+        applied
+    }
+
     /// Whether the current state is safe (it always is when only this type changed it).
     pub fn is_safe(&self) -> bool {
         self.safe_with(None, 0, None)
@@ -269,6 +299,38 @@ mod tests {
         assert_eq!(l.allocation(0), Some(1));
         assert_eq!(l.reserved(), 3);
         assert!(l.is_safe());
+    }
+
+    #[test]
+    fn capacity_shrinks_only_as_far_as_stays_safe() {
+        // A holds 3 of 9, B holds 2 of 4 (reserved 5). In order of need: B needs 2 with
+        // nothing released yet, then A needs 6 with B's 2 released: 4. So 5 + max(2, 4) = 9.
+        let mut l = KvLedger::new(20);
+        assert!(l.admit(0, 3, 9));
+        assert!(l.admit(1, 2, 4));
+        assert_eq!(l.min_safe_capacity(), 9);
+        let v = l.version();
+        assert_eq!(l.set_capacity(6), 9, "clamped to the safe floor");
+        assert!(l.version() > v, "a changed capacity moves the version");
+        assert_eq!((l.capacity(), l.free()), (9, 4));
+        assert!(l.is_safe());
+        // At the floor a newcomer that would need 7 more is refused (B can finish, A then
+        // cannot), though at the old capacity it fits; A may not grow past what keeps B
+        // finishable.
+        assert!(!l.can_admit(2, 9));
+        assert!(
+            KvLedger {
+                capacity: 20,
+                ..l.clone()
+            }
+            .can_admit(2, 9)
+        );
+        assert!(l.can_grow(0, 5) && !l.can_grow(0, 6));
+        // Capacity given back is used again.
+        assert_eq!(l.set_capacity(30), 30);
+        assert!(l.can_admit(10, 10));
+        // An empty ledger can shrink to nothing.
+        assert_eq!(KvLedger::new(50).set_capacity(0), 0);
     }
 
     #[test]

@@ -48,8 +48,8 @@ mod sim;
 
 pub use dispatcher::{DispatchReport, DispatchStats, Dispatcher, RolloutRequest, RolloutResult};
 pub use engine::{
-    BoxError, BoxFuture, Engine, EngineUnavailable, ToolCall, ToolOutput, ToolRunner, TurnOutput,
-    TurnRequest,
+    BoxError, BoxFuture, Engine, EngineUnavailable, KvAccounting, ToolCall, ToolOutput, ToolRunner,
+    TurnOutput, TurnRequest,
 };
 pub use error::{Error, Result};
 pub use ledger::{KvLedger, choose_ledger};

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use rstar_scheduler::{
     BoxError, BoxFuture, DispatchPolicy, Dispatcher, Engine, EngineUnavailable, Error,
-    FinishReason, KvRetention, RolloutRequest, ToolCall, ToolOutput, ToolRunner, TurnOutput,
-    TurnRequest,
+    FinishReason, KvAccounting, KvRetention, RolloutRequest, ToolCall, ToolOutput, ToolRunner,
+    TurnOutput, TurnRequest,
 };
 
 /// The scripted behaviour of rollout `id`: turn `t` generates `10 + (id * 7 + t * 13) % 40`
@@ -28,6 +28,13 @@ struct FakeEngine {
     peak: Mutex<u64>,
     peak_rollouts: Mutex<usize>,
     released: Mutex<Vec<u64>>,
+    /// KV tokens held by other clients (reported as not free).
+    external: Mutex<u64>,
+    /// When set, the engine reports each turn in flight as its context plus
+    /// `max_new_tokens` (as `rstar serve` does) instead of the KV it holds.
+    reserving: Option<Mutex<HashMap<u64, u64>>>,
+    /// Per turn: when it started, and how many rollouts then held KV.
+    admissions: Mutex<Vec<(tokio::time::Instant, usize)>>,
 }
 
 impl FakeEngine {
@@ -39,7 +46,17 @@ impl FakeEngine {
             peak: Mutex::new(0),
             peak_rollouts: Mutex::new(0),
             released: Mutex::new(Vec::new()),
+            external: Mutex::new(0),
+            admissions: Mutex::new(Vec::new()),
+            reserving: None,
         })
+    }
+
+    /// An engine that reports whole turns reserved ([`KvAccounting::Reserved`]).
+    fn reserving(capacity: u64) -> Arc<Self> {
+        let mut engine = Arc::into_inner(Self::new(capacity)).unwrap();
+        engine.reserving = Some(Mutex::new(HashMap::new()));
+        Arc::new(engine)
     }
 
     fn hold(&self, rollout: u64, tokens: u64) {
@@ -58,10 +75,21 @@ impl Engine for FakeEngine {
         self.capacity
     }
 
+    fn kv_accounting(&self) -> KvAccounting {
+        match self.reserving {
+            Some(_) => KvAccounting::Reserved,
+            None => KvAccounting::Tokens,
+        }
+    }
+
     fn free_kv_tokens(&self) -> BoxFuture<'_, Result<u64, BoxError>> {
         Box::pin(async move {
-            let used: u64 = self.held.lock().unwrap().values().sum();
-            Ok(self.capacity.saturating_sub(used))
+            let used: u64 = match &self.reserving {
+                Some(turns) => turns.lock().unwrap().values().sum(),
+                None => self.held.lock().unwrap().values().sum(),
+            };
+            let external = *self.external.lock().unwrap();
+            Ok(self.capacity.saturating_sub(used + external))
         })
     }
 
@@ -74,7 +102,17 @@ impl Engine for FakeEngine {
             let n = n.min(request.max_new_tokens as usize);
             // The whole turn's KV (context plus new tokens) is held while it generates.
             self.hold(request.rollout, (request.context.len() + n) as u64);
+            let holding = self.held.lock().unwrap().len();
+            let now = tokio::time::Instant::now();
+            self.admissions.lock().unwrap().push((now, holding));
+            if let Some(turns) = &self.reserving {
+                let claim = request.context.len() as u64 + request.max_new_tokens;
+                turns.lock().unwrap().insert(request.rollout, claim);
+            }
             tokio::time::sleep(Duration::from_millis(n as u64)).await;
+            if let Some(turns) = &self.reserving {
+                turns.lock().unwrap().remove(&request.rollout);
+            }
             Ok(TurnOutput {
                 tokens: vec![request.rollout as u32; n],
                 tool_call: tool.then(|| format!("print({})", request.turn)),
@@ -564,4 +602,107 @@ async fn busy_time_and_tokens_are_counted_per_engine() {
     }
     let idle = report.stats.idle_secs();
     assert!(idle.iter().all(|&s| s > 0.0), "{idle:?}");
+}
+
+/// Runs 60 rollouts (reservations of 1020 tokens) on two engines of 2100 tokens under
+/// kv-aware with their KV released during tool calls (so every turn is admitted again, and
+/// only generating rollouts hold KV), while other clients take 1000 tokens of engine 0 from
+/// `from` to `to` ms. Returns the report and, for engine 0, the most rollouts holding KV when
+/// a turn started there during the external load (from `from` + 20 ms, or 0) and after it
+/// (from `to` + 20 ms).
+async fn external_load(
+    refresh: Duration,
+    reserving: bool,
+    (from, to): (u64, u64),
+) -> (rstar_scheduler::DispatchReport, usize, usize) {
+    let engine = if reserving {
+        FakeEngine::reserving
+    } else {
+        FakeEngine::new
+    };
+    let engines: Vec<Arc<FakeEngine>> = (0..2).map(|_| engine(2100)).collect();
+    let tools: Arc<dyn ToolRunner> = Arc::new(FakeTools::default());
+    let start = tokio::time::Instant::now();
+    let loaded = Arc::clone(&engines[0]);
+    if from == 0 {
+        *loaded.external.lock().unwrap() = 1000;
+    }
+    let other_client = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(from)).await;
+        *loaded.external.lock().unwrap() = 1000;
+        tokio::time::sleep(Duration::from_millis(to - from)).await;
+        *loaded.external.lock().unwrap() = 0;
+    });
+    let report = Dispatcher::new(
+        engines
+            .iter()
+            .map(|e| Arc::clone(e) as Arc<dyn Engine>)
+            .collect(),
+        tools,
+    )
+    .policy(DispatchPolicy::KvAware)
+    .retention(KvRetention::Release)
+    .load_refresh(refresh)
+    .run(requests(60, 1000))
+    .await
+    .unwrap();
+    other_client.await.unwrap();
+    let most = |from: u64, to: u64| {
+        engines[0]
+            .admissions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(at, _)| {
+                let ms = at.duration_since(start).as_millis() as u64;
+                (from..to).contains(&ms)
+            })
+            .map(|&(_, holding)| holding)
+            .max()
+            .unwrap_or(0)
+    };
+    let settle = if from == 0 { 0 } else { from + 20 };
+    (report, most(settle, to), most(to + 20, u64::MAX))
+}
+
+#[tokio::test(start_paused = true)]
+async fn load_reported_during_the_run_moves_rollouts_off_a_loaded_engine() {
+    let (report, during, after) = external_load(Duration::from_millis(10), false, (100, 400)).await;
+    for (i, r) in report.rollouts.iter().enumerate() {
+        let (tokens, _, _) = expected_response(i as u64);
+        assert_eq!(r.response, tokens, "rollout {i}");
+    }
+    // 1000 of engine 0's 2100 tokens are taken: one 1020-token reservation fits, not two.
+    assert_eq!(during, 1, "engine 0 admitted a second rollout while loaded");
+    assert_eq!(after, 2, "engine 0 takes two again once the load is gone");
+    assert!(
+        report.stats.load_reports > 100,
+        "{}",
+        report.stats.load_reports
+    );
+    // Reported free + this run's context on it: at most 1100, never below one reservation.
+    let low = report.stats.capacity_low[0];
+    assert!((1020..=1100).contains(&low), "{low}");
+    // Tokens of turns in flight, and reports taken just before a rollout left, count as
+    // taken until the next report, so engine 1 reads below its 2100 now and then; but far
+    // above the loaded engine.
+    let lows = &report.stats.capacity_low;
+    assert!(lows[1] > lows[0] + 500, "{lows:?}");
+
+    // Read only at the start, the load taken later is reserved twice.
+    let (report, during, _) = external_load(Duration::ZERO, false, (100, 400)).await;
+    assert_eq!(during, 2);
+    assert_eq!(report.stats.load_reports, 0);
+    assert_eq!(report.stats.capacity_low, vec![2100, 2100]);
+
+    // An engine that reports whole turns reserved (context + max_new_tokens, as rstar serve
+    // does), with the other client's 1000 tokens there from the start until 300 ms: the run's
+    // own turns are taken off exactly, so the unloaded engine never reads below its capacity,
+    // and the loaded one takes a second rollout once the tokens are given back. Read only at
+    // the start, it never does.
+    let (report, during, after) = external_load(Duration::from_millis(10), true, (0, 300)).await;
+    assert_eq!((during, after), (1, 2));
+    assert_eq!(report.stats.capacity_low, vec![1100, 2100]);
+    let (_, during, after) = external_load(Duration::ZERO, true, (0, 300)).await;
+    assert_eq!((during, after), (1, 1));
 }

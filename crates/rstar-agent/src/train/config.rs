@@ -410,6 +410,11 @@ pub struct RlOptions {
     /// `kv-aware`).
     #[serde(default = "kv_aware")]
     pub dispatch: DispatchPolicy,
+    /// Remote engines under `kv-aware`: how often, in seconds, each engine's free KV is read
+    /// from its `/metrics` during a step (`0`: only at the step's start). The reads run in
+    /// the background and never hold up a turn.
+    #[serde(default = "default_load_refresh_secs")]
+    pub load_refresh_secs: f64,
     /// AdamW's ε for the RL updates (SFT keeps 1e-8).
     #[serde(default = "default_adam_epsilon")]
     pub adam_epsilon: f64,
@@ -432,6 +437,10 @@ pub struct RlOptions {
 }
 
 fn default_gain_lr_multiplier() -> f64 {
+    1.0
+}
+
+fn default_load_refresh_secs() -> f64 {
     1.0
 }
 
@@ -708,6 +717,7 @@ impl TrainConfig {
                 publish_via: PublishVia::Disk,
                 logprob_diff_warn: default_logprob_diff_warn(),
                 dispatch: DispatchPolicy::KvAware,
+                load_refresh_secs: default_load_refresh_secs(),
                 adam_epsilon: 1e-8,
                 // The report and the reference launch script (`lr_warmup_steps=20`).
                 warmup_steps: 20,
@@ -779,6 +789,7 @@ impl TrainConfig {
                 publish_via: PublishVia::Disk,
                 logprob_diff_warn: default_logprob_diff_warn(),
                 dispatch: DispatchPolicy::KvAware,
+                load_refresh_secs: default_load_refresh_secs(),
                 adam_epsilon: 1e-8,
                 warmup_steps: 0,
                 // The gains at 1.5e-2 a step: RL sharpens the 0.8M-parameter policy within its
@@ -905,6 +916,15 @@ impl TrainConfig {
                 "rl.publish_via",
                 "is `http`, which pushes weights to remote engines, but `rl.engines` lists none"
                     .to_string(),
+            );
+        }
+        if !(self.rl.load_refresh_secs.is_finite() && self.rl.load_refresh_secs >= 0.0) {
+            return bad(
+                "rl.load_refresh_secs",
+                format!(
+                    "is {}, expected a number of seconds ≥ 0 (0: only at each step's start)",
+                    self.rl.load_refresh_secs
+                ),
             );
         }
         if self.rl.logprob_diff_warn.is_nan() || self.rl.logprob_diff_warn < 0.0 {
@@ -1113,6 +1133,29 @@ mod tests {
         assert_eq!(json["rl"]["publish_via"], "http");
         assert_eq!("disk".parse::<PublishVia>(), Ok(PublishVia::Disk));
         assert!("ftp".parse::<PublishVia>().unwrap_err().contains("`ftp`"));
+    }
+
+    #[test]
+    fn the_load_refresh_defaults_to_a_second_and_must_be_a_duration() {
+        let mut json: serde_json::Value = serde_json::to_value(TrainConfig::tiny()).unwrap();
+        json["rl"]
+            .as_object_mut()
+            .unwrap()
+            .remove("load_refresh_secs");
+        let c: TrainConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(
+            c.rl.load_refresh_secs, 1.0,
+            "older configs read every second"
+        );
+        for bad in [-0.5, f64::NAN, f64::INFINITY] {
+            let mut c = TrainConfig::smoke();
+            c.rl.load_refresh_secs = bad;
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains("`rl.load_refresh_secs`"), "{bad}: {err}");
+        }
+        let mut c = TrainConfig::smoke();
+        c.rl.load_refresh_secs = 0.0;
+        c.validate().unwrap();
     }
 
     #[test]

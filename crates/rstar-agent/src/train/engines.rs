@@ -346,6 +346,15 @@ impl TurnGenerator for Checked {
         self.engine.free_kv_tokens()
     }
 
+    /// `rstar serve` reports its turns as the local engine counts them (context plus
+    /// `max_new_tokens`); vLLM and SGLang report the KV their pages hold.
+    fn kv_accounting(&self) -> rstar_scheduler::KvAccounting {
+        match self.kind {
+            EngineKind::Rstar => rstar_scheduler::KvAccounting::Reserved,
+            EngineKind::Vllm | EngineKind::Sglang => rstar_scheduler::KvAccounting::Tokens,
+        }
+    }
+
     fn generate(&self, spec: TurnSpec) -> BoxFuture<'_, Result<TurnSample, BoxError>> {
         Box::pin(async move {
             let sample = self.engine.generate(spec).await?;

@@ -177,6 +177,13 @@ pub struct DispatchRecord {
     /// Per engine, the KV capacity the dispatch checked reservations against: what the engine
     /// reported free at the step's start (`/metrics`), else its configured capacity.
     pub kv_capacity: Vec<u64>,
+    /// Per engine, the lowest capacity during the step, as the load read from `/metrics`
+    /// every `rl.load_refresh_secs` moved it (other clients' KV taken off).
+    #[serde(default)]
+    pub kv_capacity_low: Vec<u64>,
+    /// Load reports read during the step, all engines together.
+    #[serde(default)]
+    pub load_reports: u64,
     /// The summed idle seconds.
     pub idle_secs_total: f64,
     /// The largest idle seconds of one engine.
@@ -202,6 +209,8 @@ impl DispatchRecord {
             tokens: stats.tokens.clone(),
             turns: stats.turns.clone(),
             kv_capacity: stats.capacity.clone(),
+            kv_capacity_low: stats.capacity_low.clone(),
+            load_reports: stats.load_reports,
             idle_secs_total: idle.iter().sum(),
             idle_secs_max: idle.iter().copied().fold(0.0, f64::max),
             idle_secs: idle,
@@ -418,7 +427,12 @@ fn step_rollouts(
                 tools,
                 prompts,
                 samples,
-                &schedule_config(inputs.template, inputs.stage, step_seed, o.dispatch),
+                &ScheduleConfig {
+                    // Polled in the background: free KV that other clients take or give
+                    // back during the step.
+                    load_refresh_ms: (o.load_refresh_secs * 1000.0).round() as u64,
+                    ..schedule_config(inputs.template, inputs.stage, step_seed, o.dispatch)
+                },
             )
             .map_err(|e| match e {
                 AgentError::Scheduler(lost @ rstar_scheduler::Error::EnginesLost { .. }) => {
@@ -870,6 +884,7 @@ fn schedule_config(
         retention: KvRetention::Keep,
         record_entropy: false,
         verifier: rstar_verifier::Mode::Integer,
+        load_refresh_ms: 0,
     }
 }
 
