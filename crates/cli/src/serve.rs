@@ -57,6 +57,10 @@ pub struct Args {
     /// The most choices generated or waiting at once over all requests; more are answered 429.
     #[arg(long, default_value_t = 1024)]
     pub max_in_flight: usize,
+    /// Require `Authorization: Bearer <KEY>` on every route but /health (the weight updates
+    /// replace the served model: set one when other machines can reach the server).
+    #[arg(long, env = "RSTAR_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
 }
 
 /// Runs `rstar serve` until SIGINT or SIGTERM, then lets in-flight requests finish and exits.
@@ -91,6 +95,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     config.default_max_tokens = args.default_max_tokens;
     config.max_in_flight = args.max_in_flight;
     config.model_dir = Some(args.model.clone());
+    config.api_key = args.api_key.clone();
     config.template = match args.template {
         TemplateArg::Chatml => TemplateFormat::ChatMl,
         TemplateArg::Compact => TemplateFormat::Compact,

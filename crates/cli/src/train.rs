@@ -85,7 +85,8 @@ pub struct Args {
     /// Where the scheduled driver's turns are written: a number of local engines
     /// [default: 1], or the URLs of OpenAI-compatible servers (`rstar serve`, SGLang, vLLM),
     /// comma-separated, which the trainer publishes its weights to before every step (URLs
-    /// imply `--rollout scheduled`).
+    /// imply `--rollout scheduled`). Servers started with `--api-key` get the key from
+    /// `$RSTAR_ENGINE_API_KEY`.
     #[arg(long, value_name = "N|URL[,URL…]")]
     pub engines: Option<Engines>,
     /// With `--engines URL…`: `rstar`, `sglang` or `vllm` [default: read from each server's

@@ -103,6 +103,11 @@ pub struct ServeConfig {
     /// The served model's directory: what vLLM's `reload_weights` without a `weights_path`
     /// reloads (`None`: such a call is refused).
     pub model_dir: Option<PathBuf>,
+    /// When set, every route but `GET /health` answers 401 unless the request carries
+    /// `Authorization: Bearer <key>` (as vLLM's and SGLang's `--api-key`): the weight updates
+    /// (`/upload_weights`, `/update_weights_from_disk`, `/collective_rpc`) replace the served
+    /// model, so a server reachable from other machines should have one.
+    pub api_key: Option<String>,
 }
 
 impl ServeConfig {
@@ -123,6 +128,7 @@ impl ServeConfig {
             max_choices: 256,
             max_in_flight: 1024,
             model_dir: None,
+            api_key: None,
         }
     }
 
@@ -139,6 +145,9 @@ impl ServeConfig {
         }
         if self.max_choices == 0 {
             return bad("`max_choices` must be at least 1");
+        }
+        if self.api_key.as_deref().is_some_and(str::is_empty) {
+            return bad("`api_key` must not be empty (leave it unset for none)");
         }
         Ok(())
     }
@@ -252,11 +261,11 @@ pub fn router(
         weight_version: std::sync::RwLock::new(crate::engine::INITIAL_WEIGHT_VERSION.to_string()),
         updating: tokio::sync::Mutex::new(()),
     });
-    Ok(Router::new()
+    let api_key = config.api_key.clone();
+    let routes = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
-        .route("/health", get(health))
         .route("/update_weights_from_disk", post(update_weights_from_disk))
         .route("/collective_rpc", post(collective_rpc))
         .route("/reset_prefix_cache", post(reset_prefix_cache))
@@ -266,7 +275,17 @@ pub fn router(
             "/upload_weights",
             // The weights in f32 and a header: far above the body limit of a request.
             post(upload_weights).layer(DefaultBodyLimit::max(upload_limit)),
-        )
+        );
+    // Checked before the body is read; `/health` (added after) stays open for probes.
+    let routes = match api_key {
+        Some(key) => routes.route_layer(axum::middleware::from_fn_with_state(
+            Arc::new(key),
+            require_api_key,
+        )),
+        None => routes,
+    };
+    Ok(routes
+        .route("/health", get(health))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -348,6 +367,34 @@ impl IntoResponse for ApiError {
         });
         (self.status, axum::Json(body)).into_response()
     }
+}
+
+/// Refuses a request without `Authorization: Bearer <key>` ([`ServeConfig::api_key`]).
+async fn require_api_key(
+    axum::extract::State(key): axum::extract::State<Arc<String>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(given) if same_secret(given.as_bytes(), key.as_bytes()) => next.run(request).await,
+        _ => ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            kind: "authentication_error",
+            message: "missing or wrong API key: send `Authorization: Bearer <key>`".into(),
+            param: None,
+        }
+        .into_response(),
+    }
+}
+
+/// Compares two secrets in time that depends on their lengths only.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn not_found() -> ApiError {

@@ -258,9 +258,11 @@ impl Dispatcher {
     /// kv-aware only: asks every engine for its free KV tokens ([`Engine::free_kv_tokens`])
     /// every `interval` while the run goes on, not only at its start (`Duration::ZERO`, the
     /// default: only at the start). Each report sets the capacity the engine's [`KvLedger`]
-    /// checks against to the free tokens reported plus the context of the rollouts this run
-    /// has on the engine (at most [`Engine::kv_capacity`]), so memory other clients take or
-    /// give back during the run is neither reserved twice nor left unused.
+    /// checks against to the free tokens reported plus what this run's turns in flight hold
+    /// there as the engine counts them ([`Engine::kv_accounting`]), at most
+    /// [`Engine::kv_capacity`], so memory other clients take or give back during the run is
+    /// neither reserved twice nor left unused. A report lowers the capacity at once and raises
+    /// it when the report before agrees.
     ///
     /// The reports come from one background task per engine and are applied between
     /// events, so a slow or failing report never holds up a turn (a failed report is

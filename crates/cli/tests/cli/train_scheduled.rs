@@ -18,7 +18,6 @@ use rstar_scheduler::DispatchPolicy;
 use serde_json::Value;
 
 use super::common::{Listening, command};
-use super::serve_common::http;
 use super::train::rstar;
 use super::train_common::{jsonl, overfit_trainable, pool, prompts, tasks, tiny_config, tools};
 
@@ -294,8 +293,10 @@ fn remote_engines_write_each_step_with_the_weights_published_before_it() {
     let start = dir.path().join("start");
     let model = Qwen::random(tiny_config(), 0, &Device::flex()).unwrap();
     save_dir(&model, &Tokenizer::char(), &start, WeightDtype::F32).unwrap();
+    // Keyed, as servers other machines reach should be: the trainer sends
+    // `$RSTAR_ENGINE_API_KEY` to each.
     let serve = || {
-        Listening::start(command().args([
+        Listening::start(command().env("RSTAR_API_KEY", "k3y").args([
             "serve",
             "--port",
             "0",
@@ -309,6 +310,34 @@ fn remote_engines_write_each_step_with_the_weights_published_before_it() {
         .map(|s| format!("http://{}", s.addr))
         .collect();
     let out = dir.path().join("run");
+    let with_key = |key: &str, args: &[&str]| {
+        let run = command()
+            .env("RSTAR_PYTHON", rstar_testdata::python())
+            .env("RSTAR_ENGINE_API_KEY", key)
+            .args(args)
+            .output()
+            .expect("the rstar binary runs");
+        (
+            run.status.success(),
+            String::from_utf8(run.stdout).unwrap(),
+            String::from_utf8(run.stderr).unwrap(),
+        )
+    };
+    let rstar = |args: &[&str]| with_key("k3y", args);
+    let engines = urls.join(",");
+    let no_key = dir.path().join("no-key");
+    let first = [
+        "train",
+        "--config",
+        &config,
+        "--out",
+        no_key.to_str().unwrap(),
+        "--engines",
+        &engines,
+    ];
+    // Without the key the servers refuse the trainer before anything runs.
+    let (ok, _, stderr) = with_key("", &first);
+    assert!(!ok && stderr.contains("401"), "{stderr}");
     let (ok, stdout, stderr) = rstar(&[
         "train",
         "--config",
@@ -316,7 +345,7 @@ fn remote_engines_write_each_step_with_the_weights_published_before_it() {
         "--out",
         out.to_str().unwrap(),
         "--engines",
-        &urls.join(","),
+        &engines,
     ]);
     assert!(ok, "{stderr}");
     let log = format!("{stdout}{stderr}");
@@ -344,7 +373,8 @@ fn remote_engines_write_each_step_with_the_weights_published_before_it() {
     assert!(!log.contains("warning: step"), "{log}");
     // Both servers serve the last published weights; only their directory is left.
     for s in &servers {
-        let (status, body) = http(&s.addr, "GET", "/get_weight_version", "");
+        let (status, body) =
+            rstar_testdata::http(&s.addr, "GET", "/get_weight_version", "", Some("k3y"));
         assert_eq!(
             (status, body.as_str()),
             (200, r#"{"weight_version":"step-2"}"#)

@@ -42,6 +42,8 @@ pub struct RemoteRollouts {
     dtype: WeightDtype,
     via: PublishVia,
     tokenizer: Arc<Tokenizer>,
+    /// `$RSTAR_ENGINE_API_KEY` when set ([`ENGINE_API_KEY_ENV`]).
+    api_key: Option<String>,
     /// The version every engine serves, once published.
     published: Mutex<Option<String>>,
     /// Per engine, whether it still answers (a lost engine is never asked again).
@@ -68,11 +70,26 @@ fn runtime() -> Result<tokio::runtime::Runtime, AgentError> {
         })
 }
 
-fn engine(url: &str, tokenizer: &Arc<Tokenizer>) -> Result<RemoteEngine, AgentError> {
-    RemoteEngine::new(
-        RemoteEngineConfig::new(url, Vec::new()),
-        Arc::clone(tokenizer),
-    )
+/// The environment variable holding the key the trainer sends to its remote engines
+/// (`Authorization: Bearer <key>`; `rstar serve --api-key`, vLLM's and SGLang's `--api-key`).
+/// Read from the environment, not the run config, so that it is never written to
+/// `config.json`.
+pub const ENGINE_API_KEY_ENV: &str = "RSTAR_ENGINE_API_KEY";
+
+fn engine_api_key() -> Option<String> {
+    std::env::var(ENGINE_API_KEY_ENV)
+        .ok()
+        .filter(|k| !k.is_empty())
+}
+
+fn engine(
+    url: &str,
+    tokenizer: &Arc<Tokenizer>,
+    api_key: Option<&str>,
+) -> Result<RemoteEngine, AgentError> {
+    let mut config = RemoteEngineConfig::new(url, Vec::new());
+    config.api_key = api_key.map(str::to_string);
+    RemoteEngine::new(config, Arc::clone(tokenizer))
 }
 
 impl RemoteRollouts {
@@ -89,9 +106,10 @@ impl RemoteRollouts {
         tokenizer: &Tokenizer,
     ) -> Result<Self, AgentError> {
         let tokenizer = Arc::new(tokenizer.clone());
+        let api_key = engine_api_key();
         let engines = urls
             .iter()
-            .map(|u| engine(u, &tokenizer))
+            .map(|u| engine(u, &tokenizer, api_key.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
         let kinds = match kind {
             Some(kind) => vec![kind; urls.len()],
@@ -110,6 +128,7 @@ impl RemoteRollouts {
             dtype,
             via: PublishVia::Disk,
             tokenizer,
+            api_key,
             published: Mutex::new(None),
             alive: Mutex::new(vec![true; urls.len()]),
         })
@@ -278,7 +297,8 @@ impl RemoteRollouts {
     {
         runtime()?.block_on(async {
             for i in self.alive() {
-                match reload(i, engine(&self.urls[i], &self.tokenizer)?).await {
+                let remote = engine(&self.urls[i], &self.tokenizer, self.api_key.as_deref())?;
+                match reload(i, remote).await {
                     Ok(()) => {}
                     Err(lost @ AgentError::Unavailable { .. }) => {
                         tracing::warn!("{lost}; the run goes on without it");
@@ -315,6 +335,7 @@ impl RemoteRollouts {
                 let mut config = RemoteEngineConfig::new(url.clone(), stop_strings.to_vec());
                 config.sampling = Sampling::Temperature { temperature };
                 config.logprobs = true;
+                config.api_key = self.api_key.clone();
                 let engine = RemoteEngine::new(config, Arc::clone(&self.tokenizer))?;
                 Ok(Arc::new(Checked {
                     engine,

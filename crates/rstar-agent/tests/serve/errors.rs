@@ -299,3 +299,72 @@ fn a_seed_reads_signed_or_unsigned_as_the_same_bits() {
     check(status, &body, 400, Some("seed"), "seed");
     rt.block_on(server.shutdown()).unwrap();
 }
+
+#[test]
+fn an_api_key_guards_every_route_but_health() {
+    use rstar_agent::remote::{RemoteEngine, RemoteEngineConfig};
+    use rstar_agent::serve::{ServeConfig, start};
+    use rstar_testdata::http as raw;
+
+    let rt = runtime();
+    let (model, tokenizer) = super::common::load();
+    let mut config = ServeConfig::new(MODEL);
+    config.port = 0;
+    config.api_key = Some(String::new());
+    let err = rt
+        .block_on(start(model.clone(), tokenizer.clone(), config.clone()))
+        .unwrap_err();
+    assert!(err.to_string().contains("`api_key`"), "{err}");
+    config.api_key = Some("s3cret".into());
+    let server = rt
+        .block_on(start(model, tokenizer.clone(), config))
+        .unwrap();
+    let addr = server.addr().to_string();
+    let completion = json!({"model": MODEL, "prompt": "Q:1+1?", "max_tokens": 2}).to_string();
+
+    // Probes need no key.
+    assert_eq!(raw(&addr, "GET", "/health", "", None).0, 200);
+    // Every other route does, checked before the body is read.
+    for (method, path, body) in [
+        ("POST", "/v1/completions", completion.as_str()),
+        ("GET", "/v1/models", ""),
+        ("GET", "/metrics", ""),
+        ("GET", "/get_weight_version", ""),
+        (
+            "POST",
+            "/upload_weights?weight_version=evil",
+            "not safetensors",
+        ),
+        ("POST", "/update_weights_from_disk", "{}"),
+    ] {
+        for token in [None, Some("wrong"), Some("s3cre"), Some("s3cret2")] {
+            let (status, text) = raw(&addr, method, path, body, token);
+            let body: Value = serde_json::from_str(&text).unwrap();
+            check(status, &body, 401, None, "API key");
+        }
+    }
+    let (status, text) = raw(
+        &addr,
+        "POST",
+        "/v1/completions",
+        &completion,
+        Some("s3cret"),
+    );
+    assert_eq!(status, 200, "{text}");
+    // The refused upload changed nothing.
+    let (status, text) = raw(&addr, "GET", "/get_weight_version", "", Some("s3cret"));
+    assert_eq!(status, 200, "{text}");
+    assert!(!text.contains("evil"), "{text}");
+
+    // The remote client sends its key.
+    let tokenizer = std::sync::Arc::new(tokenizer);
+    let url = format!("http://{addr}");
+    let mut keyed = RemoteEngineConfig::new(url.clone(), Vec::new());
+    keyed.api_key = Some("s3cret".into());
+    let keyed = RemoteEngine::new(keyed, tokenizer.clone()).unwrap();
+    let load = rt.block_on(keyed.load()).unwrap();
+    assert!(load.capacity_tokens.is_some(), "{load:?}");
+    let bare = RemoteEngine::new(RemoteEngineConfig::new(url, Vec::new()), tokenizer).unwrap();
+    let err = rt.block_on(bare.load()).unwrap_err().to_string();
+    assert!(err.contains("401"), "{err}");
+}
