@@ -63,7 +63,8 @@ pub use generate::{
     generate_requests,
 };
 pub use logprobs::{
-    LOGIT_CHUNK_ELEMENTS, masked_nll, sequence_logprobs, sequence_logprobs_chunked, token_logprobs,
+    LOGIT_CHUNK_ELEMENTS, masked_nll, sequence_logprobs, sequence_logprobs_chunked,
+    sequence_target_logprobs, sequence_target_logprobs_chunked, target_logprobs, token_logprobs,
 };
 pub use model::{KvCache, Qwen, TensorSpec, tensor_specs};
 pub use tokenizer::{CharTokenizer, Tokenizer};

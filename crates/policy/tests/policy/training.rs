@@ -185,3 +185,28 @@ fn chunked_log_probs_equal_the_one_piece_ones_with_the_same_gradients() {
         }
     }
 }
+
+#[test]
+fn target_log_probs_are_the_sequence_log_probs_bit_for_bit_with_the_same_gradients() {
+    use rstar_policy::{sequence_logprobs_chunked, sequence_target_logprobs_chunked};
+    let vocab = 40;
+    let ids = vec![vec![1, 5, 9, 2, 30, 7, 12], vec![39, 1, 2, 3, 4, 0, 0]];
+    let ad = device().autodiff();
+    let model = Qwen::random(QwenConfig::test_tiny(vocab), 5, &ad).unwrap();
+    let weights: Vec<f32> = (0..12).map(|i| 0.2 + i as f32 / 12.0).collect();
+    let w = Tensor::<2>::from_data(TensorData::new(weights, [2, 6]), &ad);
+    // Through the loss, the embedding's gradient: the entropy is left out of the target-only
+    // graph, and of this loss, so the two must agree exactly, chunked or not.
+    let with = |logp: Tensor<2>| {
+        let values = to_vec(logp.clone());
+        let grads = (logp * w.clone()).sum().backward();
+        let embed = model.embed_tokens.val().grad(&grads).expect("a gradient");
+        (values, to_vec(embed))
+    };
+    for limit in [usize::MAX, vocab, 5 * vocab] {
+        let both = sequence_logprobs_chunked(&model, ids_tensor(&ids, &ad), limit).0;
+        let target = sequence_target_logprobs_chunked(&model, ids_tensor(&ids, &ad), limit);
+        assert_eq!(target.dims(), [2, 6]);
+        assert_eq!(with(both), with(target), "limit {limit}");
+    }
+}

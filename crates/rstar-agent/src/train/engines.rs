@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex};
 
 use burn::tensor::Device;
 use rstar_policy::{
-    Qwen, Tokenizer, WeightDtype, safetensors_bytes, save_dir, save_dir_untied, sequence_logprobs,
+    Qwen, Tokenizer, WeightDtype, safetensors_bytes, save_dir, save_dir_untied,
+    sequence_target_logprobs,
 };
 
 use crate::engine::{BoxError, BoxFuture, TurnGenerator, TurnSample, TurnSpec};
@@ -439,7 +440,7 @@ pub fn logprob_gap(
     let (mut max, mut sum, mut n) = (0.0f64, 0.0f64, 0usize);
     for part in micro_batches(&all, &seqs, MICRO_BATCH_TOKENS) {
         let (tokens, _, len) = pack(&packed(&part, &seqs), &device);
-        let (logp, _) = sequence_logprobs(policy, tokens);
+        let logp = sequence_target_logprobs(policy, tokens);
         let values: Vec<f32> = logp
             .into_data()
             .convert::<f32>()

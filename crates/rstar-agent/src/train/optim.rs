@@ -132,7 +132,7 @@ pub fn clip_global_norm(model: &Qwen, grads: &mut GradientsParams, max_norm: Opt
 /// model): divide it by the token count that makes the mean you need.
 pub fn summed_nll(model: &Qwen, rows: &[(&[u32], &[f32])]) -> Tensor<1> {
     let (tokens, mask, _) = pack(rows, &model.device());
-    let (logp, _) = rstar_policy::sequence_logprobs(model, tokens);
+    let logp = rstar_policy::sequence_target_logprobs(model, tokens);
     (logp * mask).sum().neg()
 }
 

@@ -20,7 +20,9 @@ use rand::seq::index::sample;
 use rand_chacha::ChaCha8Rng;
 use rstar_curriculum::Stage;
 use rstar_grpo::{GlobalBatch, GrpoConfig, PolicyLossInputs, group_advantages, policy_loss};
-use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_logprobs, token_logprobs};
+use rstar_policy::{
+    Qwen, Sampling, Tokenizer, sequence_logprobs, sequence_target_logprobs, token_logprobs,
+};
 use rstar_roc::{TraceSummary, reject_equal_reward, select};
 use serde::{Deserialize, Serialize};
 
@@ -579,7 +581,7 @@ fn update(
                     .iter()
                     .map(|part| {
                         let (tokens, _, _) = pack(&packed(part, &rows), &inner);
-                        sequence_logprobs(policy, tokens).0.into_data()
+                        sequence_target_logprobs(policy, tokens).into_data()
                     })
                     .collect()
             })

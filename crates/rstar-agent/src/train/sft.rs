@@ -8,7 +8,7 @@ use std::time::Instant;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rstar_policy::{Qwen, Tokenizer, masked_nll, sequence_logprobs};
+use rstar_policy::{Qwen, Tokenizer, masked_nll, sequence_target_logprobs};
 use serde::{Deserialize, Serialize};
 
 use super::config::SftOptions;
@@ -214,7 +214,7 @@ pub fn train_from(
             .sum();
         let (mut grads, loss_value) = if options.threads <= 1 {
             let (tokens, mask, _) = pack(&packed, &device);
-            let (logp, _) = sequence_logprobs(&model, tokens);
+            let logp = sequence_target_logprobs(&model, tokens);
             let loss = masked_nll(logp, mask);
             let loss_value = loss.clone().into_scalar::<f32>();
             (
