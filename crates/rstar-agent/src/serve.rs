@@ -375,26 +375,16 @@ async fn require_api_key(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let given = request
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match given {
-        Some(given) if same_secret(given.as_bytes(), key.as_bytes()) => next.run(request).await,
-        _ => ApiError {
-            status: StatusCode::UNAUTHORIZED,
-            kind: "authentication_error",
-            message: "missing or wrong API key: send `Authorization: Bearer <key>`".into(),
-            param: None,
-        }
-        .into_response(),
+    if rstar_toolserver::bearer_matches(request.headers(), &key) {
+        return next.run(request).await;
     }
-}
-
-/// Compares two secrets in time that depends on their lengths only.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    ApiError {
+        status: StatusCode::UNAUTHORIZED,
+        kind: "authentication_error",
+        message: "missing or wrong API key: send `Authorization: Bearer <key>`".into(),
+        param: None,
+    }
+    .into_response()
 }
 
 async fn not_found() -> ApiError {

@@ -64,4 +64,6 @@ mod server;
 
 pub use client::{Client, ClientBuilder, EndpointLoad, MAX_BATCH};
 pub use error::{Error, Result};
-pub use server::{DRAINING_MESSAGE, ServerBuilder, ServerConfig, ServerHandle, router};
+pub use server::{
+    DRAINING_MESSAGE, ServerBuilder, ServerConfig, ServerHandle, bearer_matches, router,
+};

@@ -569,19 +569,13 @@ async fn guard(
     let path = req.uri().path().to_string();
     if path != "/ping"
         && let Some(token) = &state.config.token
+        && !bearer_matches(&headers, token)
     {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
-            return ApiError(
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong bearer token".into(),
-            )
-            .into_response();
-        }
+        return ApiError(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token".into(),
+        )
+        .into_response();
     }
     if path == "/status" {
         return next.run(req).await;
@@ -591,6 +585,17 @@ async fn guard(
     }
     let _in_flight = CountGuard::new(&state.in_flight, Some(&state.idle));
     next.run(req).await
+}
+
+/// Whether `headers` carry `Authorization: Bearer <token>`, compared in time that depends on
+/// the lengths only. The check of `rstar tools serve --token` and of `rstar serve --api-key`.
+pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    constant_time_eq(given.as_bytes(), token.as_bytes())
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
