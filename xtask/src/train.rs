@@ -20,7 +20,7 @@ pub fn eval(args: &[String]) -> Result<()> {
 
 fn rstar(subcommand: &str, args: &[String]) -> Result<()> {
     // The tool sandbox runs the policy's code with the project's Python (numpy and sympy present).
-    let python = crate::venv::ensure()?;
+    let python = crate::venv::ensure_train()?;
     let mut cmd = cargo();
     cmd.env("RSTAR_PYTHON", python);
     cmd.args([

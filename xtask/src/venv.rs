@@ -17,6 +17,13 @@ pub fn ensure() -> Result<PathBuf> {
     ensure_file("requirements.txt")
 }
 
+/// The virtualenv with only what training needs (`xtask/requirements-train.txt`: numpy and
+/// sympy for the tool sandbox), for `cargo xtask train` and `cargo xtask eval`: a new user's
+/// first run does not wait for the test suite's packages.
+pub fn ensure_train() -> Result<PathBuf> {
+    ensure_file("requirements-train.txt")
+}
+
 /// Like [`ensure`], plus the benchmark-only peers of `xtask/requirements-bench.txt`
 /// (heavier packages that CI never needs).
 pub fn ensure_bench() -> Result<PathBuf> {
@@ -40,7 +47,7 @@ fn ensure_file(name: &str) -> Result<PathBuf> {
         "install Python requirements",
         pip_install(&python).arg("-r").arg(&req_path),
     )
-    .context("pip could not install xtask/requirements.txt (is PyPI reachable?)")?;
+    .with_context(|| format!("pip could not install xtask/{name} (is PyPI reachable?)"))?;
     std::fs::write(&stamp, wanted)?;
     Ok(python)
 }

@@ -61,9 +61,13 @@ pub struct Args {
     pub sft_steps: Option<usize>,
     /// Threads an SFT step's batch is split over (`sft.threads`; each shard's forward and
     /// backward pass on its own core; 1 keeps the whole batch on one thread) [default: the
-    /// preset's, 1].
+    /// preset's].
     #[arg(long, value_name = "N")]
     pub sft_threads: Option<usize>,
+    /// Micro-batches an SFT step's batch is cut into after sorting its rows by length, each
+    /// padded only to its own longest row (`sft.micro_batches`) [default: the preset's].
+    #[arg(long, value_name = "N")]
+    pub sft_micro_batches: Option<usize>,
     /// Start from a model directory (an HF checkpoint with its tokenizer, or ours, e.g.
     /// runs/tiny/checkpoints/sft) instead of a random character model.
     #[arg(long, visible_alias = "init", value_name = "DIR")]
@@ -268,6 +272,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--no-roc", args.no_roc),
         ("--sft-steps", args.sft_steps.is_some()),
         ("--sft-threads", args.sft_threads.is_some()),
+        ("--sft-micro-batches", args.sft_micro_batches.is_some()),
         ("--model", args.model.is_some()),
         ("--data", args.data.is_some()),
         ("--rl-lr", args.rl_lr.is_some()),
@@ -353,6 +358,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(threads) = args.sft_threads {
             config.sft.threads = threads;
+        }
+        if let Some(n) = args.sft_micro_batches {
+            config.sft.micro_batches = n;
         }
         if let Some(dir) = &args.model {
             config.init = Some(dir.clone());

@@ -103,6 +103,10 @@ fn time_median(reps: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
+    // As the `rstar` binary does (rstar_policy::alloc); RSTAR_BENCH_MALLOC=default measures without it.
+    if std::env::var("RSTAR_BENCH_MALLOC").as_deref() != Ok("default") {
+        rstar_policy::keep_freed_memory();
+    }
     let reps: usize = std::env::var("RSTAR_BENCH_REPS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -44,6 +44,7 @@
 //! - `cuda`: Burn's CUDA backend.
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
@@ -52,6 +53,7 @@ pub mod logprobs;
 pub mod model;
 pub mod tokenizer;
 
+pub use alloc::keep_freed_memory;
 pub use checkpoint::{
     WeightDtype, load_dir, load_model, load_model_from_bytes, safetensors_bytes, save_dir,
     save_dir_untied,

@@ -77,6 +77,13 @@ impl TextTokenizer for PolicyTokenizer<'_> {
 pub trait ToolExecutor {
     /// Runs every call (concurrently where the executor can) and returns one outcome per call.
     fn execute(&mut self, calls: &[ToolCall]) -> Vec<ToolOutcome>;
+
+    /// Another executor over the same tools, for a second thread (the evaluation rolls out
+    /// two decodings at once with it). `None`, the default, when the executor cannot give one
+    /// (a closure); the sandbox pool and tool servers can.
+    fn try_clone(&self) -> Option<Box<dyn ToolExecutor + Send + '_>> {
+        None
+    }
 }
 
 /// A closure that runs one call at a time (tests, scripted tools).
@@ -112,6 +119,13 @@ impl ToolExecutor for PoolExecutor<'_> {
             })
             .collect();
         self.pool.run_batch(calls).iter().map(outcome_of).collect()
+    }
+
+    fn try_clone(&self) -> Option<Box<dyn ToolExecutor + Send + '_>> {
+        Some(Box::new(PoolExecutor {
+            pool: self.pool,
+            timeout: self.timeout,
+        }))
     }
 }
 

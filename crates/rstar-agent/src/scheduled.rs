@@ -263,6 +263,10 @@ impl crate::rollout::ToolExecutor for &ServerTools {
         }
         outcomes.into_iter().flatten().collect()
     }
+
+    fn try_clone(&self) -> Option<Box<dyn crate::rollout::ToolExecutor + Send + '_>> {
+        Some(Box::new(*self))
+    }
 }
 
 /// How a scheduled rollout runs.

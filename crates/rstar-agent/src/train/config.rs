@@ -342,9 +342,20 @@ pub struct SftOptions {
     /// order), so it is part of the config; absent in older configs: 1.
     #[serde(default = "one_thread")]
     pub threads: usize,
+    /// Micro-batches a step's batch is cut into after sorting its rows by length, each padded
+    /// only to its own longest row (fewer padding tokens and shorter attention rows than one
+    /// batch padded to the longest); their losses add up to the batch's mean. With `threads`
+    /// above 1 the micro-batches (at least one per thread) are dealt out to the threads. 1 (absent in older configs)
+    /// pads the whole batch to its longest row. Results depend on it, as on `threads`.
+    #[serde(default = "one_micro_batch")]
+    pub micro_batches: usize,
 }
 
 fn one_thread() -> usize {
+    1
+}
+
+fn one_micro_batch() -> usize {
     1
 }
 
@@ -434,6 +445,12 @@ pub struct RlOptions {
     /// the pool. Rollouts are seeded per rollout, so the value changes speed, not results.
     #[serde(default)]
     pub max_batch: usize,
+    /// Threads the update's micro-batches are dealt out to, each running their forward and
+    /// backward passes on its own autodiff graph (`rl::mini_batch_gradients_threads`); 1
+    /// (absent in older configs) runs them one after another. Results depend on it (the
+    /// gradients are summed in another order), so it is part of the config.
+    #[serde(default = "one_thread")]
+    pub threads: usize,
 }
 
 fn default_gain_lr_multiplier() -> f64 {
@@ -725,6 +742,7 @@ impl TrainConfig {
                 // 512 × 32 rollouts a step in calls of 64 sequences (the local engine's
                 // batch); the hard stage checks 512 problems × 8 at a time.
                 max_batch: 64,
+                threads: 1,
             },
             curriculum: CurriculumConfig::rstar2_agent(),
             eval: EvalOptions {
@@ -768,7 +786,10 @@ impl TrainConfig {
                 weight_decay: 0.01,
                 grad_clip: Some(1.0),
                 log_every: 25,
-                threads: 1,
+                // Both cores of a laptop, and rows padded in 8 length-sorted micro-batches:
+                // 3.2x faster a step than one thread and one padded batch (docs/training.md).
+                threads: 2,
+                micro_batches: 8,
             },
             rl: RlOptions {
                 roc: RocOptions::paper(),
@@ -781,8 +802,10 @@ impl TrainConfig {
                 mini_batches: 1,
                 hard_pool_size: 64,
                 grpo: GrpoConfig::rstar2_agent(),
-                rollout_driver: RolloutDriver::Lockstep,
-                engines: Engines::Local(1),
+                // Two local engines on their own threads: the same rollouts as the lock-step
+                // driver (per-rollout seeds), with both cores generating.
+                rollout_driver: RolloutDriver::Scheduled,
+                engines: Engines::Local(2),
                 engine_kind: None,
                 publish_dir: None,
                 publish_dtype: rstar_policy::WeightDtype::F32,
@@ -796,6 +819,7 @@ impl TrainConfig {
                 // few dozen steps (docs/training.md, "RL gain experiments").
                 gain_lr_multiplier: 300.0,
                 max_batch: 0,
+                threads: 2,
             },
             curriculum: CurriculumConfig::tiny(),
             eval: EvalOptions {
@@ -828,7 +852,10 @@ impl TrainConfig {
                 corpus_size: 60,
                 warmup_steps: 5,
                 log_every: 10,
+                // CI's check: one thread, one padded batch, the lock-step driver (seconds of
+                // work, where threads cost more than they save).
                 threads: 1,
+                micro_batches: 1,
                 ..tiny.sft
             },
             rl: RlOptions {
@@ -837,6 +864,9 @@ impl TrainConfig {
                 pool_size: 16,
                 mini_batches: 1,
                 hard_pool_size: 4,
+                rollout_driver: RolloutDriver::Lockstep,
+                engines: Engines::Local(1),
+                threads: 1,
                 ..tiny.rl
             },
             curriculum: CurriculumConfig {
@@ -876,11 +906,13 @@ impl TrainConfig {
         let positive = [
             ("sft.batch_size", self.sft.batch_size),
             ("sft.threads", self.sft.threads),
+            ("sft.micro_batches", self.sft.micro_batches),
             ("sft.corpus_size", self.sft.corpus_size),
             ("rl.group_size", self.rl.group_size),
             ("rl.prompts_per_step", self.rl.prompts_per_step),
             ("rl.pool_size", self.rl.pool_size),
             ("rl.mini_batches", self.rl.mini_batches),
+            ("rl.threads", self.rl.threads),
             ("rl.engines", self.rl.engines.count()),
             ("checkpoint_every", self.checkpoint_every),
         ];

@@ -188,35 +188,73 @@ pub fn evaluate_with(
         eos: Vec::new(),
         per_rollout_seeds: false,
     };
-    let greedy = rollout(model, tokenizer, prompts, 1, &config, executor)?;
+    let sample = |temperature: f64, executor: &mut dyn ToolExecutor| {
+        let config = RolloutConfig {
+            sampling: Sampling::Temperature {
+                temperature: temperature as f32,
+            },
+            ..config.clone()
+        };
+        rollout(
+            model,
+            tokenizer,
+            prompts,
+            options.samples,
+            &config,
+            executor,
+        )
+    };
+    // With an executor that clones (`ToolExecutor::try_clone`), the greedy pass and `more_temperatures` run on this thread
+    // and the samples at `eval.temperature` on a second one. Every rollout is seeded as
+    // before, so the numbers are those of one pass after another.
+    let run_here = |executor: &mut dyn ToolExecutor| {
+        let greedy = rollout(model, tokenizer, prompts, 1, &config, executor);
+        let mut more_out = Vec::new();
+        if options.samples > 0 {
+            for &temperature in &options.more_temperatures {
+                more_out.push((temperature, sample(temperature, executor)));
+            }
+        }
+        (greedy, more_out)
+    };
+    let parallel = {
+        let clones = if options.samples > 0 {
+            executor.try_clone().zip(executor.try_clone())
+        } else {
+            None
+        };
+        clones.map(|(mut here, mut there)| {
+            std::thread::scope(|scope| {
+                let sample = &sample;
+                let handle = scope.spawn(move || sample(options.temperature, &mut *there));
+                let (greedy, more_out) = run_here(&mut *here);
+                let main_sampled = handle.join().expect("the evaluation thread does not panic");
+                (greedy, Some(main_sampled), more_out)
+            })
+        })
+    };
+    let (greedy, main_sampled, mut more_out) = match parallel {
+        Some(out) => out,
+        None => {
+            let (greedy, more_out) = run_here(executor);
+            (greedy, None, more_out)
+        }
+    };
+    let greedy = greedy?;
     let mut sampled = None;
     let mut sampled_summary = None;
     let mut more = Vec::new();
     if options.samples > 0 {
-        let sample = |temperature: f64, executor: &mut dyn ToolExecutor| {
-            let config = RolloutConfig {
-                sampling: Sampling::Temperature {
-                    temperature: temperature as f32,
-                },
-                ..config.clone()
-            };
-            rollout(
-                model,
-                tokenizer,
-                prompts,
-                options.samples,
-                &config,
-                executor,
-            )
+        let out = match main_sampled {
+            Some(out) => out?,
+            None => sample(options.temperature, executor)?,
         };
-        let out = sample(options.temperature, executor)?;
         sampled_summary = Some(EvalReport::from_trajectories(&out.trajectories)?.summary);
         sampled = Some(TrajectoryStats::of(&out.trajectories));
-        for &temperature in &options.more_temperatures {
-            let out = sample(temperature, executor)?;
+        for (temperature, out) in more_out.drain(..) {
             more.push(SampledAt {
                 temperature,
-                stats: TrajectoryStats::of(&out.trajectories),
+                stats: TrajectoryStats::of(&out?.trajectories),
             });
         }
     }
@@ -408,10 +446,22 @@ pub fn sft_line(s: &sft::SftStep, total: usize) -> String {
     )
 }
 
-/// The log line of an RL step.
+/// The log line of an RL step. With the scheduled driver the tool calls overlap the turns
+/// and each other: their summed time is said as such, not as a phase of the step.
 pub fn rl_line(record: &rl::StepRecord) -> String {
+    let phases = if record.dispatch.is_some() {
+        format!(
+            "rollout {:.1}s with {:.1}s of tool calls overlapping, update {:.1}s",
+            record.time_rollout, record.time_tools, record.time_update
+        )
+    } else {
+        format!(
+            "rollout {:.1}s, tools {:.1}s, update {:.1}s",
+            record.time_rollout, record.time_tools, record.time_update
+        )
+    };
     format!(
-        "rl step {} [{}]: reward {:.3}, kept {} of {}, tool errors {:.1}% ({:.1}% in successes), clip {:.3}, kl {:.4}, entropy {:.3}, {:.1}s (rollout {:.1}s, tools {:.1}s, update {:.1}s) -> {}",
+        "rl step {} [{}]: reward {:.3}, kept {} of {}, tool errors {:.1}% ({:.1}% in successes), clip {:.3}, kl {:.4}, entropy {:.3}, {:.1}s ({phases}) -> {}",
         record.step,
         record.stage_name,
         record.all.accuracy,
@@ -423,9 +473,6 @@ pub fn rl_line(record: &rl::StepRecord) -> String {
         record.ppo_kl,
         record.entropy,
         record.time_step,
-        record.time_rollout,
-        record.time_tools,
-        record.time_update,
         record.decision
     )
 }

@@ -199,6 +199,21 @@ pub fn shards<T>(items: &[T], n: usize) -> Vec<&[T]> {
     out
 }
 
+/// `items` (micro-batches sorted by length) dealt out to `threads` groups in snake order
+/// (0, 1, …, n−1, n−1, …, 0, 0, 1, …), so each group gets short and long ones alike; empty
+/// groups are left out.
+pub fn deal<T>(items: Vec<T>, threads: usize) -> Vec<Vec<T>> {
+    let n = threads.max(1);
+    let mut groups: Vec<Vec<T>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, item) in items.into_iter().enumerate() {
+        let (pass, at) = (i / n, i % n);
+        let g = if pass % 2 == 0 { at } else { n - 1 - at };
+        groups[g].push(item);
+    }
+    groups.retain(|g| !g.is_empty());
+    groups
+}
+
 /// Right-padded token rows as an `[rows, len]` Int tensor and the `[rows, len - 1]` float mask of
 /// next-token positions: position `t` of the mask weighs the prediction of token `t + 1`,
 /// `mask_of[row][t + 1]`. Padding uses id 0 with weight 0.

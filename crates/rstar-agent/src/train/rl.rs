@@ -591,8 +591,15 @@ fn update(
     let lr = rl_learning_rate(&model, step_lr(o, step), o.gain_lr_multiplier);
     for (c, parts) in micro.iter().enumerate() {
         let olds = olds.as_ref().map(|o| o[c].as_slice());
-        let Some((mut grads, b)) =
-            mini_batch_gradients(&model, &rows, parts, &advantages, olds, &o.grpo)?
+        let Some((mut grads, b)) = mini_batch_gradients_threads(
+            &model,
+            &rows,
+            parts,
+            &advantages,
+            olds,
+            &o.grpo,
+            o.threads,
+        )?
         else {
             continue;
         };
@@ -637,64 +644,139 @@ pub fn mini_batch_gradients(
     olds: Option<&[TensorData]>,
     grpo: &GrpoConfig,
 ) -> Result<Option<(GradientsParams, MiniBatchMetrics)>, AgentError> {
+    mini_batch_gradients_threads(model, rows, parts, advantages, olds, grpo, 1)
+}
+
+/// [`mini_batch_gradients`] with the micro-batches dealt out to `threads` threads (snake
+/// order, [`super::optim::deal`]), each with its own autodiff graph on the model forked
+/// ([`Module::fork`](burn::module::Module::fork)); each thread sums its micro-batches'
+/// gradients and the threads' sums are added in thread order. The same gradient within f32
+/// rounding (the sums run in another order), so results depend on the thread count.
+///
+/// # Errors
+/// The loss's errors ([`AgentError::Grpo`]).
+#[allow(clippy::too_many_arguments)] // reason: mini_batch_gradients' inputs and the thread count
+pub fn mini_batch_gradients_threads(
+    model: &Qwen,
+    rows: &[(Vec<u32>, Vec<f32>)],
+    parts: &[Vec<usize>],
+    advantages: &[f32],
+    olds: Option<&[TensorData]>,
+    grpo: &GrpoConfig,
+    threads: usize,
+) -> Result<Option<(GradientsParams, MiniBatchMetrics)>, AgentError> {
     let all: Vec<usize> = parts.iter().flatten().copied().collect();
     let (tokens_total, sequences_total) = counts(&all, rows);
     if tokens_total == 0 {
         return Ok(None);
     }
-    let device = model.device();
     let global = GlobalBatch::new()
         .with_num_tokens(tokens_total)
         .with_num_sequences(sequences_total);
+    // One micro-batch's gradient and its sums: entropy, clip fraction and KL weighted by its
+    // tokens in the loss, and its share of the policy-gradient loss.
+    let part_grads =
+        |model: &Qwen, m: usize| -> Result<(GradientsParams, [f64; 3], f32), AgentError> {
+            let part = &parts[m];
+            let device = model.device();
+            let (tokens, mask, len) = pack(&packed(part, rows), &device);
+            let adv: Vec<f32> = part
+                .iter()
+                .flat_map(|&i| std::iter::repeat_n(advantages[i], len - 1))
+                .collect();
+            let adv = Tensor::<2>::from_data(TensorData::new(adv, [part.len(), len - 1]), &device);
+            // The entropy term needs the logits; without it the loss takes log-probs only.
+            let (logp, ent, logits) = if grpo.entropy_coeff != 0.0 {
+                let [b, t] = tokens.dims();
+                let logits = model.forward(tokens.clone().slice([0..b, 0..t - 1]));
+                let (logp, ent) = token_logprobs(logits.clone(), tokens.slice([0..b, 1..t]));
+                (logp, ent, Some(logits))
+            } else {
+                let (logp, ent) = sequence_logprobs(model, tokens);
+                (logp, ent, None)
+            };
+            let old = match olds {
+                Some(olds) => Tensor::<2>::from_data(olds[m].clone(), &device),
+                None => logp.clone().detach(),
+            };
+            let local = f64::from(mask.clone().sum().into_scalar::<f32>());
+            let ent_sum = f64::from((ent.detach() * mask.clone()).sum().into_scalar::<f32>());
+            let mut loss_inputs = PolicyLossInputs::new(logp, old, adv, mask);
+            if let Some(logits) = logits {
+                loss_inputs = loss_inputs.with_logits(logits);
+            }
+            let loss = policy_loss(grpo, loss_inputs, &global)?;
+            let sums = [
+                ent_sum,
+                f64::from(loss.metrics.clip_frac) * local,
+                f64::from(loss.metrics.ppo_kl) * local,
+            ];
+            Ok((
+                GradientsParams::from_grads(loss.loss.backward(), model),
+                sums,
+                loss.metrics.pg_loss,
+            ))
+        };
+    // A thread's micro-batches, its gradients summed.
+    let run =
+        |model: &Qwen, ms: &[usize]| -> Result<(GradientsParams, [f64; 3], f32), AgentError> {
+            let mut accumulated = GradientsAccumulator::<Qwen>::new();
+            let (mut sums, mut pg_loss) = ([0.0f64; 3], 0.0f32);
+            for &m in ms {
+                let (grads, s, pg) = part_grads(model, m)?;
+                accumulated.accumulate(model, grads);
+                for (a, b) in sums.iter_mut().zip(s) {
+                    *a += b;
+                }
+                pg_loss += pg;
+            }
+            Ok((accumulated.grads(), sums, pg_loss))
+        };
+    let groups = super::optim::deal((0..parts.len()).collect(), threads);
+    let results: Vec<PartResult> = if groups.len() <= 1 {
+        vec![run(model, &(0..parts.len()).collect::<Vec<_>>())]
+    } else {
+        let device = model.device();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = groups
+                .iter()
+                .map(|ms| {
+                    let forked = model.clone().fork(&device);
+                    let run = &run;
+                    scope.spawn(move || run(&forked, ms))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a micro-batch thread does not panic"))
+                .collect()
+        })
+    };
     let mut accumulated = GradientsAccumulator::<Qwen>::new();
-    let (mut ent_sum, mut clip_sum, mut kl_sum, mut pg_loss) = (0.0f64, 0.0f64, 0.0f64, 0.0f32);
-    for (m, part) in parts.iter().enumerate() {
-        let (tokens, mask, len) = pack(&packed(part, rows), &device);
-        let adv: Vec<f32> = part
-            .iter()
-            .flat_map(|&i| std::iter::repeat_n(advantages[i], len - 1))
-            .collect();
-        let adv = Tensor::<2>::from_data(TensorData::new(adv, [part.len(), len - 1]), &device);
-        // The entropy term needs the logits; without it the loss takes log-probs only.
-        let (logp, ent, logits) = if grpo.entropy_coeff != 0.0 {
-            let [b, t] = tokens.dims();
-            let logits = model.forward(tokens.clone().slice([0..b, 0..t - 1]));
-            let (logp, ent) = token_logprobs(logits.clone(), tokens.slice([0..b, 1..t]));
-            (logp, ent, Some(logits))
-        } else {
-            let (logp, ent) = sequence_logprobs(model, tokens);
-            (logp, ent, None)
-        };
-        let old = match olds {
-            Some(olds) => Tensor::<2>::from_data(olds[m].clone(), &device),
-            None => logp.clone().detach(),
-        };
-        let local = f64::from(mask.clone().sum().into_scalar::<f32>());
-        ent_sum += f64::from((ent.detach() * mask.clone()).sum().into_scalar::<f32>());
-        let mut loss_inputs = PolicyLossInputs::new(logp, old, adv, mask);
-        if let Some(logits) = logits {
-            loss_inputs = loss_inputs.with_logits(logits);
+    let (mut sums, mut pg_loss) = ([0.0f64; 3], 0.0f32);
+    for result in results {
+        let (grads, s, pg) = result?;
+        accumulated.accumulate(model, grads);
+        for (a, b) in sums.iter_mut().zip(s) {
+            *a += b;
         }
-        let loss = policy_loss(grpo, loss_inputs, &global)?;
-        clip_sum += f64::from(loss.metrics.clip_frac) * local;
-        kl_sum += f64::from(loss.metrics.ppo_kl) * local;
-        pg_loss += loss.metrics.pg_loss;
-        accumulated.accumulate(
-            model,
-            GradientsParams::from_grads(loss.loss.backward(), model),
-        );
+        pg_loss += pg;
     }
     let total = tokens_total as f64;
     Ok(Some((
         accumulated.grads(),
         MiniBatchMetrics {
             pg_loss,
-            entropy: (ent_sum / total) as f32,
-            clip_frac: (clip_sum / total) as f32,
-            ppo_kl: (kl_sum / total) as f32,
+            entropy: (sums[0] / total) as f32,
+            clip_frac: (sums[1] / total) as f32,
+            ppo_kl: (sums[2] / total) as f32,
         },
     )))
 }
+
+/// Micro-batches' gradient, their entropy, clip-fraction and KL sums weighted by tokens in the
+/// loss, and their share of the policy-gradient loss.
+type PartResult = Result<(GradientsParams, [f64; 3], f32), AgentError>;
 
 /// Padded tokens (rows × longest row) per micro-batch of the update.
 pub const MICRO_BATCH_TOKENS: usize = 8192;

@@ -12,7 +12,7 @@ use rstar_policy::{Qwen, Tokenizer, masked_nll, sequence_target_logprobs};
 use serde::{Deserialize, Serialize};
 
 use super::config::SftOptions;
-use super::optim::{adamw, clip_global_norm, lr_at, pack, sharded_grads, shards, summed_nll};
+use super::optim::{adamw, clip_global_norm, lr_at, pack, sharded_grads, summed_nll};
 use crate::episode::Limits;
 use crate::error::AgentError;
 use crate::rollout::{PolicyTokenizer, ToolExecutor};
@@ -212,7 +212,7 @@ pub fn train_from(
             .iter()
             .map(|r| r.weights.iter().skip(1).filter(|&&w| w > 0.0).count())
             .sum();
-        let (mut grads, loss_value) = if options.threads <= 1 {
+        let (mut grads, loss_value) = if options.threads <= 1 && options.micro_batches <= 1 {
             let (tokens, mask, _) = pack(&packed, &device);
             let logp = sequence_target_logprobs(&model, tokens);
             let loss = masked_nll(logp, mask);
@@ -222,10 +222,23 @@ pub fn train_from(
                 loss_value,
             )
         } else {
-            // Each shard's summed loss over the batch's token count: they add up to the mean.
+            // Each micro-batch's summed loss over the batch's token count: they add up to the
+            // mean. A thread's micro-batches share one graph and one backward pass.
             let denominator = tokens_in_loss.max(1) as f32;
-            let loss_of = |m: &Qwen, shard: &[(&[u32], &[f32])]| summed_nll(m, shard) / denominator;
-            let (grads, value) = sharded_grads(&model, &shards(&packed, options.threads), &loss_of);
+            // At least one micro-batch per thread.
+            let micro =
+                length_sorted_micro_batches(&packed, options.micro_batches.max(options.threads));
+            let groups = super::optim::deal(micro, options.threads);
+            let loss_of = |m: &Qwen, group: &[MicroBatch<'_>]| {
+                group
+                    .iter()
+                    .map(|rows| summed_nll(m, rows))
+                    .reduce(|a, b| a + b)
+                    .expect("every thread gets a micro-batch")
+                    / denominator
+            };
+            let shards: Vec<&[MicroBatch<'_>]> = groups.iter().map(Vec::as_slice).collect();
+            let (grads, value) = sharded_grads(&model, &shards, &loss_of);
             (grads, value as f32)
         };
         let grad_norm = clip_global_norm(&model, &mut grads, options.grad_clip);
@@ -251,4 +264,54 @@ pub fn train_from(
         }
     }
     Ok((model, optimizer))
+}
+
+/// Rows of one micro-batch: token ids and per-token loss weights.
+type MicroBatch<'a> = Vec<(&'a [u32], &'a [f32])>;
+
+/// `rows` sorted by length (ties in batch order) and cut into `n` micro-batches of consecutive
+/// rows, sizes differing by at most one (fewer when there are fewer rows): each is padded only
+/// to its own longest row.
+pub fn length_sorted_micro_batches<'a>(
+    rows: &[(&'a [u32], &'a [f32])],
+    n: usize,
+) -> Vec<MicroBatch<'a>> {
+    let mut sorted = rows.to_vec();
+    sorted.sort_by_key(|(ids, _)| ids.len());
+    super::optim::shards(&sorted, n)
+        .into_iter()
+        .map(<[_]>::to_vec)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::optim::deal;
+
+    #[test]
+    fn micro_batches_are_length_sorted_and_dealt_in_snake_order() {
+        let ids: Vec<Vec<u32>> = [5usize, 1, 4, 2, 3, 6, 2]
+            .iter()
+            .map(|&n| vec![7; n])
+            .collect();
+        let w: Vec<f32> = vec![1.0; 6];
+        let rows: Vec<(&[u32], &[f32])> =
+            ids.iter().map(|i| (i.as_slice(), &w[..i.len()])).collect();
+        let lens = |mb: &Vec<(&[u32], &[f32])>| mb.iter().map(|(i, _)| i.len()).collect::<Vec<_>>();
+        let micro = length_sorted_micro_batches(&rows, 3);
+        // 7 rows in 3: sizes 3, 2, 2 of the sorted lengths 1 2 2 3 4 5 6.
+        assert_eq!(
+            micro.iter().map(lens).collect::<Vec<_>>(),
+            vec![vec![1, 2, 2], vec![3, 4], vec![5, 6]]
+        );
+        assert_eq!(length_sorted_micro_batches(&rows, 9).len(), 7);
+        assert_eq!(
+            deal((0..7).collect(), 3),
+            vec![vec![0, 5, 6], vec![1, 4], vec![2, 3]]
+        );
+        assert_eq!(deal((0..4).collect(), 2), vec![vec![0, 3], vec![1, 2]]);
+        assert_eq!(deal((0..2).collect(), 4), vec![vec![0], vec![1]]);
+        assert_eq!(deal((0..3).collect(), 1), vec![vec![0, 1, 2]]);
+    }
 }

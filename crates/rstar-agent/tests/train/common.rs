@@ -68,6 +68,7 @@ pub fn sft_options(steps: usize) -> SftOptions {
         grad_clip: Some(1.0),
         log_every: 0,
         threads: 1,
+        micro_batches: 1,
     }
 }
 

@@ -39,11 +39,30 @@ fn a_config_file_round_trips_and_bad_ones_are_named() {
             .to_string()
             .contains("`sft.threads`")
     );
-    // Older configs have no `threads`: one thread, as before.
-    let mut json: serde_json::Value = serde_json::to_value(TrainConfig::smoke()).unwrap();
+    let mut c = TrainConfig::smoke();
+    c.sft.micro_batches = 0;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("`sft.micro_batches`"), "{err}");
+    let mut c = TrainConfig::smoke();
+    c.rl.threads = 0;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("`rl.threads`"), "{err}");
+    // Older configs have no `threads` or `micro_batches`: one thread, one padded batch, as
+    // before (the tiny preset now has 2 threads and 8 micro-batches).
+    let mut json: serde_json::Value = serde_json::to_value(TrainConfig::tiny()).unwrap();
     json["sft"].as_object_mut().unwrap().remove("threads");
+    json["sft"].as_object_mut().unwrap().remove("micro_batches");
+    json["rl"].as_object_mut().unwrap().remove("threads");
     let old: TrainConfig = serde_json::from_value(json).unwrap();
-    assert_eq!(old.sft.threads, 1);
+    assert_eq!(
+        (old.sft.threads, old.sft.micro_batches, old.rl.threads),
+        (1, 1, 1)
+    );
+    let tiny = TrainConfig::tiny();
+    assert_eq!(
+        (tiny.sft.threads, tiny.sft.micro_batches, tiny.rl.threads),
+        (2, 8, 2)
+    );
 
     let err = TrainConfig::from_json_file(&dir.path().join("missing.json")).unwrap_err();
     assert!(err.to_string().contains("missing.json"), "{err}");

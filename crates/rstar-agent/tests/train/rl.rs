@@ -248,7 +248,7 @@ fn flat(model: &Qwen, grads: &burn::optim::GradientsParams) -> Vec<f32> {
 
 #[test]
 fn micro_batches_give_the_gradient_of_the_whole_mini_batch() {
-    use rl::{MiniBatchMetrics, micro_batches, mini_batch_gradients};
+    use rl::{MiniBatchMetrics, micro_batches, mini_batch_gradients, mini_batch_gradients_threads};
     let device = burn::tensor::Device::flex().autodiff();
     let model = Qwen::random(super::common::tiny_config(), 3, &device).unwrap();
     // Nine rows of 5 to 37 tokens: a 3-token prompt (weight 0), then response tokens with every
@@ -323,16 +323,40 @@ fn micro_batches_give_the_gradient_of_the_whole_mini_batch() {
         mini_batch_gradients(&model, &rows, &parts, &advantages, Some(&olds), &config)
             .unwrap()
             .unwrap();
+    // The micro-batches dealt out to two and to three threads, each on its own graph.
+    let (two, tm) =
+        mini_batch_gradients_threads(&model, &rows, &parts, &advantages, None, &config, 2)
+            .unwrap()
+            .unwrap();
+    let (three, _) =
+        mini_batch_gradients_threads(&model, &rows, &parts, &advantages, None, &config, 3)
+            .unwrap()
+            .unwrap();
     let (a, b, c) = (
         flat(&model, &whole),
         flat(&model, &split),
         flat(&model, &recomputed),
     );
+    let (d, e) = (flat(&model, &two), flat(&model, &three));
     assert_eq!(a.len(), b.len());
     let scale = a.iter().fold(0.0f32, |m, x| m.max(x.abs()));
     assert!(scale > 1e-4, "the gradient is not trivially zero: {scale}");
-    for (x, y) in a.iter().zip(&b).chain(a.iter().zip(&c)) {
+    for (x, y) in a
+        .iter()
+        .zip(&b)
+        .chain(a.iter().zip(&c))
+        .chain(a.iter().zip(&d))
+        .chain(a.iter().zip(&e))
+    {
         assert!((x - y).abs() <= 1e-4 * scale + 1e-7, "{x} vs {y}");
+    }
+    for (f, (x, y)) in [
+        ("pg_loss", (sm.pg_loss, tm.pg_loss)),
+        ("entropy", (sm.entropy, tm.entropy)),
+        ("clip_frac", (sm.clip_frac, tm.clip_frac)),
+        ("ppo_kl", (sm.ppo_kl, tm.ppo_kl)),
+    ] {
+        assert!((x - y).abs() <= 1e-5 * (1.0 + x.abs()), "{f}: {x} vs {y}");
     }
     let close = |x: f32, y: f32| (x - y).abs() <= 1e-5 * (1.0 + x.abs());
     let (

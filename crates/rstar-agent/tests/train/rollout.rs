@@ -188,3 +188,73 @@ fn bounded_generation_gives_the_unbounded_results_with_per_rollout_seeds() {
         responses(&run(0, false, &mut exec))
     );
 }
+
+/// Tools that answer by the code's length and count the calls, and clone.
+struct Cloning {
+    clones: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl rstar_agent::rollout::ToolExecutor for Cloning {
+    fn execute(&mut self, calls: &[ToolCall]) -> Vec<ToolOutcome> {
+        self.calls
+            .fetch_add(calls.len(), std::sync::atomic::Ordering::SeqCst);
+        calls
+            .iter()
+            .map(|c| ToolOutcome::code_judge(true, "", &format!("{}\n", c.code.len()), "", 0.0))
+            .collect()
+    }
+
+    fn try_clone(&self) -> Option<Box<dyn rstar_agent::rollout::ToolExecutor + Send + '_>> {
+        self.clones
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(Box::new(Cloning {
+            clones: self.clones.clone(),
+            calls: self.calls.clone(),
+        }))
+    }
+}
+
+#[test]
+fn an_evaluation_on_two_threads_measures_what_one_thread_does() {
+    let device = burn::tensor::Device::flex();
+    let model = Qwen::random(super::common::tiny_config(), 1, &device).unwrap();
+    let tok = Tokenizer::char();
+    let ps = prompts(&tasks(3, 7));
+    let mut options = rstar_agent::train::TrainConfig::smoke().eval;
+    options.samples = 3;
+    options.more_temperatures = vec![0.6];
+    options.max_response_tokens = Some(48);
+    let clones = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut cloning = Cloning {
+        clones: clones.clone(),
+        calls: calls.clone(),
+    };
+    let two = rstar_agent::train::evaluate(&model, &tok, &ps, &options, 9, &mut cloning).unwrap();
+    assert_eq!(
+        clones.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "here and there"
+    );
+    let mut plain = FnExecutor(|c: &ToolCall| {
+        ToolOutcome::code_judge(true, "", &format!("{}\n", c.code.len()), "", 0.0)
+    });
+    let one = rstar_agent::train::evaluate(&model, &tok, &ps, &options, 9, &mut plain).unwrap();
+    let texts = |e: &rstar_agent::train::Evaluation| {
+        e.trajectories
+            .iter()
+            .map(|t| t.response_ids.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(texts(&two), texts(&one));
+    assert_eq!(format!("{:?}", two.greedy), format!("{:?}", one.greedy));
+    assert_eq!(format!("{:?}", two.sampled), format!("{:?}", one.sampled));
+    assert_eq!(format!("{:?}", two.more), format!("{:?}", one.more));
+    assert_eq!(two.more.len(), 1);
+    // 3 problems: greedy 3, and 9 samples at each of two temperatures.
+    assert_eq!(two.sampled.as_ref().map(|s| s.count), Some(9));
+    // Another seed samples other texts: the comparison above can fail.
+    let other = rstar_agent::train::evaluate(&model, &tok, &ps, &options, 10, &mut plain).unwrap();
+    assert_ne!(format!("{:?}", other.sampled), format!("{:?}", one.sampled));
+}

@@ -75,16 +75,19 @@ fn an_empty_corpus_is_an_error() {
 }
 
 #[test]
-fn a_batch_split_over_threads_takes_the_same_steps() {
-    // The same three steps on one thread and on three (shards of 3, 3 and 2 of a batch of 8):
-    // the gradients of the shards add up to the batch's, up to the order of the sums.
+fn a_batch_split_over_threads_and_micro_batches_takes_the_same_steps() {
+    // The same three steps on one thread with one padded batch, and (threads, micro-batches)
+    // (3, 1): shards of 3, 3 and 2 of a batch of 8; (1, 4): four length-sorted micro-batches
+    // on one graph; (2, 3): three dealt out to two threads. The gradients of the parts add up
+    // to the batch's, up to the order of the sums.
     let ts = tasks(6, 9);
     let rows = rows(&ts);
-    let run = |threads: usize| {
+    let run = |threads: usize, micro_batches: usize| {
         let model = Qwen::random(tiny_config(), 4, &Device::flex().autodiff()).unwrap();
         let mut options = sft_options(3);
         options.batch_size = 8;
         options.threads = threads;
+        options.micro_batches = micro_batches;
         let mut log: Vec<SftStep> = Vec::new();
         let model = sft::train(model, &rows, &options, 5, |s| log.push(*s)).unwrap();
         let params: Vec<f32> = model
@@ -95,20 +98,33 @@ fn a_batch_split_over_threads_takes_the_same_steps() {
             .collect();
         (log, params)
     };
-    let (one, p1) = run(1);
-    let (three, p3) = run(3);
-    for (a, b) in one.iter().zip(&three) {
-        assert_eq!(a.tokens, b.tokens);
-        assert!((a.loss - b.loss).abs() < 1e-5 * a.loss, "{a:?} {b:?}");
+    let (one, p1) = run(1, 1);
+    // The rows differ in length, so micro-batches pad less than the whole batch does.
+    let lengths: Vec<usize> = rows.iter().map(|r| r.ids.len()).collect();
+    assert!(lengths.iter().min() < lengths.iter().max(), "{lengths:?}");
+    for (threads, micro) in [(3, 1), (1, 4), (2, 3)] {
+        let (other, p) = run(threads, micro);
+        for (a, b) in one.iter().zip(&other) {
+            assert_eq!(a.tokens, b.tokens);
+            assert!(
+                (a.loss - b.loss).abs() < 1e-5 * a.loss,
+                "{threads}/{micro}: {a:?} {b:?}"
+            );
+            assert!(
+                (a.grad_norm - b.grad_norm).abs() < 1e-4 * a.grad_norm,
+                "{threads}/{micro}: {a:?} {b:?}"
+            );
+        }
+        let max_diff = p1
+            .iter()
+            .zip(&p)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
         assert!(
-            (a.grad_norm - b.grad_norm).abs() < 1e-4 * a.grad_norm,
-            "{a:?} {b:?}"
+            max_diff < 1e-4,
+            "{threads}/{micro}: parameters differ by {max_diff}"
         );
+        // And the steps moved the parameters: the comparison is not of two untrained models.
+        assert!(one[0].grad_norm > 1e-3, "{:?}", one[0]);
     }
-    let max_diff = p1
-        .iter()
-        .zip(&p3)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0f32, f32::max);
-    assert!(max_diff < 1e-4, "parameters differ by {max_diff}");
 }
