@@ -159,20 +159,7 @@ pub fn sharded_grads<T: Sync>(
     if let [shard] = shards {
         return run(model, shard);
     }
-    let device = model.device();
-    let results: Vec<(GradientsParams, f64)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = shards
-            .iter()
-            .map(|&shard| {
-                let forked = model.clone().fork(&device);
-                scope.spawn(move || run(&forked, shard))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a shard's thread does not panic"))
-            .collect()
-    });
+    let results = on_forks(model, shards, &|m: &Qwen, shard: &&[T]| run(m, shard));
     let mut accumulator = GradientsAccumulator::<Qwen>::new();
     let mut total = 0.0;
     for (grads, value) in results {
@@ -197,6 +184,30 @@ pub fn shards<T>(items: &[T], n: usize) -> Vec<&[T]> {
         start += len;
     }
     out
+}
+
+/// `work` on each of `groups`, each on its own thread with the model forked ([`Module::fork`]:
+/// the same parameter ids, its own autodiff graph); the results in group order. The threads
+/// of [`sharded_grads`] and of the RL update's micro-batches.
+pub fn on_forks<G: Sync, R: Send>(
+    model: &Qwen,
+    groups: &[G],
+    work: &(dyn Fn(&Qwen, &G) -> R + Sync),
+) -> Vec<R> {
+    let device = model.device();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .iter()
+            .map(|group| {
+                let forked = model.clone().fork(&device);
+                scope.spawn(move || work(&forked, group))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a forked model's thread does not panic"))
+            .collect()
+    })
 }
 
 /// `items` (micro-batches sorted by length) dealt out to `threads` groups in snake order

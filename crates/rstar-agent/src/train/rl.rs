@@ -736,21 +736,7 @@ pub fn mini_batch_gradients_threads(
     let results: Vec<PartResult> = if groups.len() <= 1 {
         vec![run(model, &(0..parts.len()).collect::<Vec<_>>())]
     } else {
-        let device = model.device();
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = groups
-                .iter()
-                .map(|ms| {
-                    let forked = model.clone().fork(&device);
-                    let run = &run;
-                    scope.spawn(move || run(&forked, ms))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a micro-batch thread does not panic"))
-                .collect()
-        })
+        super::optim::on_forks(model, &groups, &|m: &Qwen, ms: &Vec<usize>| run(m, ms))
     };
     let mut accumulated = GradientsAccumulator::<Qwen>::new();
     let (mut sums, mut pg_loss) = ([0.0f64; 3], 0.0f32);
