@@ -8,7 +8,13 @@ Rust side and prints one JSON object on stdout.
 
 usage: policy_peer.py MODEL_DIR SPEC_JSON
 SPEC_JSON: {"threads", "reps", "prefill": [b, t], "decode": [b, prompt, steps],
-            "train": [b, t], "check_ids": [...], "device": "cpu" | "cuda"}
+            "train": [b, t], "check_ids": [...], "device": "cpu" | "cuda",
+            "precision": "f32" | "bf16"}
+
+With "precision": "bf16" every workload and the check run under `torch.autocast` to bf16 over
+the f32 weights (mixed precision as training uses it). On CUDA each workload's peak memory
+(`torch.cuda.max_memory_reserved`, what the caching allocator held, in MiB above the level
+before it) is reported as `<workload>_peak_mib`.
 
 With "device": "cuda" the model and every workload run on the GPU (f32, TF32 off), timed
 with a synchronisation before each clock read, once rather than per thread count. The
@@ -141,7 +147,35 @@ def median_time(fn, reps):
     return times[len(times) // 2]
 
 
+def autocast(spec, device):
+    """bf16 autocast for "precision": "bf16", else nothing."""
+    return torch.autocast(
+        device_type=device, dtype=torch.bfloat16, enabled=spec.get("precision", "f32") == "bf16"
+    )
+
+
+def reset_peak(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        return torch.cuda.memory_reserved()
+    return 0
+
+
+def peak_mib(device, base):
+    if device == "cuda":
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_reserved() - base) / 2**20
+    return None
+
+
 def run(model, cfg, spec, threads, device):
+    with autocast(spec, device):
+        return run_workloads(model, cfg, spec, threads, device)
+
+
+def run_workloads(model, cfg, spec, threads, device):
     torch.set_num_threads(threads)
     vocab = cfg["vocab_size"]
     gen = torch.Generator().manual_seed(0)
@@ -150,7 +184,9 @@ def run(model, cfg, spec, threads, device):
     with torch.no_grad():
         b, t = spec["prefill"]
         ids = torch.randint(0, vocab, (b, t), generator=gen).to(device)
+        base = reset_peak(device)
         out["prefill_s"] = median_time(lambda: model(ids), reps)
+        out["prefill_peak_mib"] = peak_mib(device, base)
 
         b, p, steps = spec["decode"]
         prompt = torch.randint(0, vocab, (b, p), generator=gen).to(device)
@@ -169,12 +205,14 @@ def run(model, cfg, spec, threads, device):
             decode.elapsed = time.perf_counter() - start
 
         times = []
+        base = reset_peak(device)
         decode()
         for _ in range(reps):
             decode()
             times.append(decode.elapsed)
         times.sort()
         out["decode_s"] = times[len(times) // 2]
+        out["decode_peak_mib"] = peak_mib(device, base)
 
     b, t = spec["train"]
     ids = torch.randint(0, vocab, (b, t), generator=gen).to(device)
@@ -188,7 +226,9 @@ def run(model, cfg, spec, threads, device):
         loss.backward()
         return loss.item()
 
+    base = reset_peak(device)
     out["train_s"] = median_time(train_step, reps)
+    out["train_peak_mib"] = peak_mib(device, base)
     return out
 
 
@@ -203,9 +243,9 @@ def main():
         torch.backends.cudnn.allow_tf32 = False
     model = Qwen(cfg, load_safetensors(f"{model_dir}/model.safetensors")).to(device)
     out = {"torch": torch.__version__, "device": device}
-    with torch.no_grad():
+    with torch.no_grad(), autocast(spec, device):
         ids = torch.tensor([spec["check_ids"]], device=device)
-        logits = model(ids)[0]
+        logits = model(ids)[0].float()
         if logits.numel() > 1_000_000:
             logits = logits[-1]
         out["check_logits"] = logits.flatten().tolist()
@@ -213,7 +253,9 @@ def main():
     for threads in thread_counts:
         res = run(model, cfg, spec, threads, device)
         for key, value in res.items():
-            if key not in out or value < out[key]:
+            if key.endswith("_peak_mib"):
+                out[key] = value
+            elif key not in out or value < out[key]:
                 out[key] = value
                 out[key.replace("_s", "_threads")] = threads
     print(json.dumps(out))

@@ -20,7 +20,7 @@ const BENCHES: &[(&str, &str)] = &[
     ),
     (
         "policy-gpu",
-        "rstar-policy on wgpu vs PyTorch on CUDA, same weights: Qwen3-0.6B's shape (or `tiny`: `bench policy-gpu tiny`); needs a GPU and a CUDA PyTorch (RSTAR_PYTHON)",
+        "rstar-policy on a GPU vs PyTorch on CUDA, same weights: `bench policy-gpu [SHAPE] [BACKEND]`, SHAPE qwen3-0.6b (default) or tiny, BACKEND wgpu (default) or cuda (with fusion and autotune); RSTAR_BENCH_PRECISION=bf16 for mixed precision; needs a GPU and a CUDA PyTorch (RSTAR_PYTHON)",
     ),
     (
         "toolenv",
@@ -89,17 +89,25 @@ pub fn run(args: &[String]) -> Result<()> {
                     "policy",
                     "--features",
                 ])
-                .arg(if gpu { "flex,wgpu" } else { "flex" })
                 .env("RSTAR_PYTHON", python);
+            let backend = args.get(2).map_or("wgpu", String::as_str);
+            command.arg(match (gpu, backend) {
+                (false, _) => "flex",
+                (true, "wgpu") => "flex,wgpu",
+                (true, "cuda") => "flex,cuda,fusion,autotune",
+                (true, other) => bail!(
+                    "bench policy-gpu: backend `{other}`, expected `wgpu` or `cuda` (tch: build the bench with --features flex,tch and LIBTORCH_USE_PYTORCH=1, see xtask/gpu/device_check.sh)"
+                ),
+            });
             if gpu {
                 let shape = args.get(1).map_or("qwen3-0.6b", String::as_str);
                 command
-                    .env("RSTAR_BENCH_BACKEND", "wgpu")
+                    .env("RSTAR_BENCH_BACKEND", backend)
                     .env("RSTAR_BENCH_SHAPE", shape);
             }
             crate::util::step(
                 if gpu {
-                    "bench rstar-policy on wgpu against PyTorch on CUDA"
+                    "bench rstar-policy on a GPU against PyTorch on CUDA"
                 } else {
                     "bench rstar-policy against PyTorch"
                 },

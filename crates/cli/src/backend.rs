@@ -5,8 +5,7 @@ use anyhow::bail;
 use burn::tensor::Device;
 
 /// The `--backend` help text shared by the subcommands.
-pub const HELP: &str =
-    "The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature)";
+pub const HELP: &str = "The Burn backend: `flex` (CPU), `wgpu`, `cuda`, `tch` (LibTorch on CUDA; each needs a build with its feature) or `gpu` (the GPU backend docs/benchmarks.md measured fastest; `wgpu` until measured)";
 
 /// The Burn device of `--backend`.
 ///
@@ -17,7 +16,13 @@ pub fn device_of(backend: &str) -> anyhow::Result<Device> {
         "flex" => flex_device(),
         "wgpu" => wgpu_device(),
         "cuda" => cuda_device(),
-        other => bail!("--backend is `{other}`, expected `flex`, `wgpu` or `cuda`"),
+        "tch" => tch_device(),
+        // The fastest GPU backend measured (docs/benchmarks.md, "policy-gpu"). The comparison of
+        // wgpu, cuda and tch on an H200 has not run yet, so this is wgpu, the one measured.
+        "gpu" => wgpu_device(),
+        other => bail!(
+            "--backend is `{other}`, expected `flex`, `wgpu`, `cuda`, `tch` or `gpu` (= `wgpu` until measured)"
+        ),
     }
 }
 
@@ -55,4 +60,20 @@ fn cuda_device() -> anyhow::Result<Device> {
 #[cfg(not(feature = "cuda"))]
 fn cuda_device() -> anyhow::Result<Device> {
     missing("cuda")
+}
+
+#[cfg(feature = "tch")]
+#[allow(
+    deprecated,
+    reason = "burn-tch is deprecated in Burn 0.22; kept for the GPU comparison (issue #22)"
+)]
+fn tch_device() -> anyhow::Result<Device> {
+    Ok(Device::libtorch_cuda(0))
+}
+
+#[cfg(not(feature = "tch"))]
+fn tch_device() -> anyhow::Result<Device> {
+    bail!(
+        "--backend tch: this rstar was built without the `tch` feature (rebuild with `LIBTORCH_USE_PYTORCH=1 cargo build --release -p rstar-cli --features tch`, with a PyPI torch in the Python on PATH)"
+    )
 }

@@ -36,8 +36,7 @@ pub struct Args {
     /// OpenAI-compatible server, `http://host:port[/v1]`.
     #[arg(long)]
     pub model: String,
-    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
-    #[arg(long, default_value = "flex")]
+    #[arg(long, default_value = "flex", help = crate::backend::HELP)]
     pub backend: String,
     /// The problems: a JSONL file (../shared/datasets layout) or a verl parquet file.
     #[arg(long)]

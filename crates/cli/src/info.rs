@@ -38,6 +38,9 @@ fn info() -> Info {
             (cfg!(feature = "flex"), "flex"),
             (cfg!(feature = "wgpu"), "wgpu"),
             (cfg!(feature = "cuda"), "cuda"),
+            (cfg!(feature = "tch"), "tch"),
+            (cfg!(feature = "fusion"), "fusion"),
+            (cfg!(feature = "autotune"), "autotune"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))

@@ -27,8 +27,7 @@ pub struct Args {
     /// checkpoints (the same layout).
     #[arg(long)]
     pub model: PathBuf,
-    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
-    #[arg(long, default_value = "flex")]
+    #[arg(long, default_value = "flex", help = crate::backend::HELP)]
     pub backend: String,
     /// Port to listen on (0 picks a free one and prints it).
     #[arg(long, default_value_t = 8000)]

@@ -76,8 +76,11 @@ pub struct Args {
     /// Checkpoint every this many steps (and after the last) [default: the preset's, 50].
     #[arg(long)]
     pub checkpoint_every: Option<usize>,
-    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
-    #[arg(long, default_value = "flex")]
+    /// Compute precision: `f32`, or `bf16` compute over f32 master weights and optimizer state
+    /// [default: f32].
+    #[arg(long, value_name = "f32|bf16")]
+    pub precision: Option<rstar_policy::Precision>,
+    #[arg(long, default_value = "flex", help = crate::backend::HELP)]
     pub backend: String,
     /// Test hook: stop (as if killed) after this many steps of the run.
     #[arg(long, hide = true)]
@@ -113,6 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             micro_batch_tokens,
             max_len,
             val_fraction,
+            precision,
             eval_every,
             checkpoint_every
         );

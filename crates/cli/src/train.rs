@@ -68,6 +68,10 @@ pub struct Args {
     /// padded only to its own longest row (`sft.micro_batches`) [default: the preset's].
     #[arg(long, value_name = "N")]
     pub sft_micro_batches: Option<usize>,
+    /// Compute precision of SFT and RL (`sft.precision`, `rl.precision`): `f32`, or `bf16`
+    /// compute over f32 master weights and optimizer state [default: the preset's, f32].
+    #[arg(long, value_name = "f32|bf16")]
+    pub precision: Option<rstar_policy::Precision>,
     /// Start from a model directory (an HF checkpoint with its tokenizer, or ours, e.g.
     /// runs/tiny/checkpoints/sft) instead of a random character model.
     #[arg(long, visible_alias = "init", value_name = "DIR")]
@@ -75,8 +79,7 @@ pub struct Args {
     /// Train and evaluate on the problems of this dataset file instead of the embedded tasks.
     #[arg(long, value_name = "FILE")]
     pub data: Option<PathBuf>,
-    /// The Burn backend: `flex` (CPU), `wgpu` or `cuda` (each needs a build with its feature).
-    #[arg(long, default_value = "flex")]
+    #[arg(long, default_value = "flex", help = crate::backend::HELP)]
     pub backend: String,
     /// RL learning rate (overrides the preset).
     #[arg(long)]
@@ -273,6 +276,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--sft-steps", args.sft_steps.is_some()),
         ("--sft-threads", args.sft_threads.is_some()),
         ("--sft-micro-batches", args.sft_micro_batches.is_some()),
+        ("--precision", args.precision.is_some()),
         ("--model", args.model.is_some()),
         ("--data", args.data.is_some()),
         ("--rl-lr", args.rl_lr.is_some()),
@@ -361,6 +365,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(n) = args.sft_micro_batches {
             config.sft.micro_batches = n;
+        }
+        if let Some(precision) = args.precision {
+            config.sft.precision = precision;
+            config.rl.precision = precision;
         }
         if let Some(dir) = &args.model {
             config.init = Some(dir.clone());

@@ -113,7 +113,7 @@ pub struct GrpoConfig {
     /// The KL penalty to a reference policy; `None` for none.
     pub kl: Option<KlConfig>,
     /// Weight of the entropy bonus (the loss gets `− entropy_coeff · aggregated entropy`); 0 for
-    /// none. Needs logits.
+    /// none. Needs per-token entropies (`PolicyLossInputs::with_entropy`).
     pub entropy_coeff: f32,
 }
 

@@ -14,7 +14,8 @@
 //! - [`policy_loss`]: the full loss on Burn tensors from [`PolicyLossInputs`], returning a
 //!   [`PolicyLoss`] (the scalar to call `backward` on, plus [`LossMetrics`]).
 //! - Building blocks: [`token_policy_losses`], [`agg_loss`], [`kl_penalty`],
-//!   [`entropy_from_logits`].
+//!   [`entropy_from_logits`] (the entropy bonus takes per-token entropies,
+//!   [`PolicyLossInputs::with_entropy`], so a caller can compute them without full logits).
 //! - [`GrpoConfig`] with presets [`GrpoConfig::rstar2_agent`], [`GrpoConfig::dapo`],
 //!   [`GrpoConfig::dr_grpo`], [`GrpoConfig::grpo`]; [`GlobalBatch`] for the normalisers of
 //!   micro-batched and data-parallel training.

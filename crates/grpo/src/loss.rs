@@ -64,7 +64,7 @@ impl Default for GlobalBatch {
     }
 }
 
-/// The tensors one loss evaluation needs; all `[batch, response_len]` except the logits.
+/// The tensors one loss evaluation needs; all `[batch, response_len]`.
 #[derive(Debug, Clone)]
 pub struct PolicyLossInputs {
     /// Log-probabilities of the sampled tokens under the current policy; the gradient flows here.
@@ -77,9 +77,12 @@ pub struct PolicyLossInputs {
     pub response_mask: Tensor<2>,
     /// Log-probabilities under the reference policy; needed when the config has a KL term.
     pub ref_log_prob: Option<Tensor<2>>,
-    /// `[batch, response_len, vocab]` logits of the current policy; needed for the entropy bonus,
-    /// and used for the entropy metric whenever given.
-    pub logits: Option<Tensor<3>>,
+    /// Per-token entropy of the current policy (differentiable, like `log_prob`); needed for the
+    /// entropy bonus, and used for the entropy metric whenever given. Taking entropies rather
+    /// than `[batch, response_len, vocab]` logits lets the caller compute them in chunks
+    /// (`rstar_policy::sequence_loss`), so the bonus costs no vocabulary-sized tensor; from
+    /// logits, use [`entropy_from_logits`].
+    pub entropy: Option<Tensor<2>>,
 }
 
 impl PolicyLossInputs {
@@ -96,7 +99,7 @@ impl PolicyLossInputs {
             advantages,
             response_mask,
             ref_log_prob: None,
-            logits: None,
+            entropy: None,
         }
     }
 
@@ -106,10 +109,18 @@ impl PolicyLossInputs {
         self
     }
 
-    /// Adds the current policy's logits.
-    pub fn with_logits(mut self, logits: Tensor<3>) -> Self {
-        self.logits = Some(logits);
+    /// Adds the current policy's per-token entropy.
+    pub fn with_entropy(mut self, entropy: Tensor<2>) -> Self {
+        self.entropy = Some(entropy);
         self
+    }
+
+    /// Adds the current policy's per-token entropy computed from its `[batch, response_len,
+    /// vocab]` logits ([`entropy_from_logits`]); what `with_logits` did before the inputs took
+    /// entropies. Prefer [`Self::with_entropy`] with entropies computed in chunks when the
+    /// vocabulary is large.
+    pub fn with_logits(self, logits: Tensor<3>) -> Self {
+        self.with_entropy(entropy_from_logits(logits))
     }
 }
 
@@ -136,7 +147,7 @@ pub struct LossMetrics {
     pub ratio_mean: f32,
     /// The aggregated KL to the reference policy, before its coefficient; `None` without KL.
     pub kl: Option<f32>,
-    /// Mean per-token entropy; `None` without logits.
+    /// Mean per-token entropy; `None` without entropies.
     pub entropy: Option<f32>,
     /// Unmasked tokens in the batch passed in.
     pub num_tokens: f32,
@@ -429,7 +440,7 @@ fn masked_mean(x: Tensor<2>, drop: &Tensor<2, Bool>, n: f64) -> Tensor<1> {
 ///
 /// # Errors
 /// [`GrpoError::Config`] for an invalid config, a KL term without `ref_log_prob` or an entropy
-/// bonus without `logits`; [`GrpoError::Shape`] for mismatched tensors;
+/// bonus without `entropy`; [`GrpoError::Shape`] for mismatched tensors;
 /// [`GrpoError::EmptyBatch`] when nothing is unmasked and no global count is given.
 pub fn policy_loss(
     config: &GrpoConfig,
@@ -444,8 +455,8 @@ pub fn policy_loss(
     if let Some(r) = &inputs.ref_log_prob {
         check_shape("ref_log_prob", r, dims)?;
     }
-    if let Some(l) = &inputs.logits {
-        check_shape("logits", l, dims)?;
+    if let Some(e) = &inputs.entropy {
+        check_shape("entropy", e, dims)?;
     }
     if config.kl.is_some() && inputs.ref_log_prob.is_none() {
         return Err(GrpoError::Config {
@@ -453,10 +464,10 @@ pub fn policy_loss(
             reason: "a KL term needs `ref_log_prob`".into(),
         });
     }
-    if config.entropy_coeff != 0.0 && inputs.logits.is_none() {
+    if config.entropy_coeff != 0.0 && inputs.entropy.is_none() {
         return Err(GrpoError::Config {
             field: "entropy_coeff",
-            reason: "an entropy bonus needs `logits`".into(),
+            reason: "an entropy bonus needs `entropy`".into(),
         });
     }
 
@@ -527,8 +538,7 @@ pub fn policy_loss(
         loss = loss + kl_loss.mul_scalar(kl.coef);
     }
     let mut entropy_slot = None;
-    if let Some(logits) = inputs.logits {
-        let entropy = entropy_from_logits(logits);
+    if let Some(entropy) = inputs.entropy {
         entropy_slot = Some(stats.len());
         stats.push(masked_mean(entropy.clone().detach(), &drop, n));
         if config.entropy_coeff != 0.0 {

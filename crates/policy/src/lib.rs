@@ -13,9 +13,14 @@
 //!   [`Qwen::forward_cached`];
 //! - [`token_logprobs`] / [`sequence_logprobs`] / [`masked_nll`]: differentiable
 //!   per-token log-probs and entropies for the GRPO loss and SFT;
+//! - [`sequence_loss`] / [`sequence_nll`]: a loss over those log-probs and entropies whose
+//!   memory is bounded in the vocabulary, what training uses: above [`LOGIT_CHUNK_ELEMENTS`]
+//!   logits, [`sequence_loss_chunked`] (chunked logits, recomputed in a closed-form backward;
+//!   no `[batch, seq, vocab]` tensor is ever held, the entropy term included);
 //! - [`generate`] / [`generate_requests`]: batched generation of prompts of
 //!   different lengths with a KV cache, per-sequence stop strings, EOS, token
 //!   budgets and seeded greedy/temperature/top-k/top-p sampling;
+//! - [`Precision`]: f32, or bf16 compute over f32 master weights ([`Qwen::with_precision`]);
 //! - [`Tokenizer`]: HF `tokenizer.json` (ChatML specials kept whole) or the
 //!   built-in [`CharTokenizer`];
 //! - [`load_dir`] / [`save_dir`]: HF directories and our own checkpoints (the
@@ -42,6 +47,9 @@
 //! - `flex`: Burn's pure-Rust CPU backend (with rayon and SIMD).
 //! - `wgpu`: Burn's wgpu backend (Vulkan, Metal, DX12).
 //! - `cuda`: Burn's CUDA backend.
+//! - `tch`: LibTorch through burn-tch (for the GPU comparison; needs a libtorch, not built in CI).
+//! - `fusion`, `autotune`: CubeCL kernel fusion and autotuning for `wgpu`/`cuda`, with the
+//!   autotune results persisted on disk so a second run does not re-tune.
 #![warn(missing_docs)]
 
 pub mod alloc;
@@ -51,6 +59,7 @@ pub mod error;
 pub mod generate;
 pub mod logprobs;
 pub mod model;
+pub mod precision;
 pub mod tokenizer;
 
 pub use alloc::keep_freed_memory;
@@ -65,8 +74,10 @@ pub use generate::{
     generate_requests,
 };
 pub use logprobs::{
-    LOGIT_CHUNK_ELEMENTS, masked_nll, sequence_logprobs, sequence_logprobs_chunked,
-    sequence_target_logprobs, sequence_target_logprobs_chunked, target_logprobs, token_logprobs,
+    LOGIT_CHUNK_ELEMENTS, masked_nll, sequence_logprobs, sequence_logprobs_chunked, sequence_loss,
+    sequence_loss_chunked, sequence_nll, sequence_nll_chunked, sequence_target_logprobs,
+    sequence_target_logprobs_chunked, sequence_target_loss, target_logprobs, token_logprobs,
 };
 pub use model::{KvCache, Qwen, TensorSpec, tensor_specs};
+pub use precision::Precision;
 pub use tokenizer::{CharTokenizer, Tokenizer};

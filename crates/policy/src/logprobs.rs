@@ -1,7 +1,8 @@
 //! Per-token log-probabilities and entropies for the GRPO loss and SFT.
 
 use burn::tensor::activation::log_softmax;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::module::linear;
+use burn::tensor::{FloatDType, IndexingUpdateOp, Int, Tensor};
 
 use crate::model::Qwen;
 
@@ -130,6 +131,259 @@ fn over_logit_chunks<const N: usize>(
         }
     }
     joined_rows.map(|rows| Tensor::cat(rows, 0))
+}
+
+/// A loss over per-token log-probs and entropies with memory bounded in the vocabulary.
+///
+/// `loss_fn` receives the next-token log-probs and entropies of `tokens` (shapes as for
+/// [`sequence_logprobs`]) and returns a scalar loss built from them (plus anything else it wants
+/// to hand back, e.g. metrics). The returned loss has `loss_fn`'s value, and calling `backward`
+/// on it gives the model's parameters the same gradients as the one-piece
+/// `loss_fn(token_logprobs(model.forward(..)))`, but no tensor of more than
+/// `max_logit_elements` logits is ever held, and none is kept for the backward pass:
+///
+/// 1. the decoder runs once (tracked), giving the final hidden states `h`;
+/// 2. logits `h·W` are computed chunk by chunk **outside** the autodiff graph (in f32, whatever
+///    the compute precision), reduced to log-probs and entropies, and dropped;
+/// 3. `loss_fn` runs on those as fresh leaves, and a backward pass over this small
+///    `[batch, seq]` graph gives `g_logp = ∂L/∂logp` and `g_ent = ∂L/∂entropy`;
+/// 4. the logits are recomputed chunk by chunk and the gradient with respect to them is written
+///    in closed form, `G = g_logp·(onehot(y) − p) − g_ent·p·(log p + H)`, then projected at
+///    once: `∂L/∂h = G·Wᵀ` (`[batch, seq, d_model]`) and `∂L/∂W = Σ hᵀ·G` (`[d_model, vocab]`);
+/// 5. the result is `S − sg(S) + sg(L)` with the surrogate `S = Σ h ⊙ sg(∂L/∂h) + Σ W ⊙
+///    sg(∂L/∂W)`: its value is `L`, and its backward pushes exactly those gradients through
+///    the decoder and the output projection (or the tied embedding).
+///
+/// So the graph keeps `[batch, seq, d_model] + [d_model, vocab]` floats for the head instead of
+/// `[batch, seq, vocab]`, at the price of computing the logits twice. (Burn's gradient
+/// checkpointing cannot do this: it recomputes only memory-bound operations and caches the
+/// outputs of compute-bound ones, the logits matmul among them.)
+///
+/// On a device without autodiff, `loss_fn` simply runs on the chunked values.
+///
+/// # Errors
+/// `loss_fn`'s.
+///
+/// # Panics
+/// If `tokens` has fewer than two positions, or (on an autodiff device) `loss_fn`'s loss does
+/// not depend on the log-probs or entropies it was given (Burn's backward then has no graph).
+/// Constants `loss_fn` derives from them (old log-probs, metrics) should be `detach`ed.
+pub fn sequence_loss_chunked<T, E>(
+    model: &Qwen,
+    tokens: Tensor<2, Int>,
+    max_logit_elements: usize,
+    loss_fn: impl FnOnce(Tensor<2>, Tensor<2>) -> Result<(Tensor<1>, T), E>,
+) -> Result<(Tensor<1>, T), E> {
+    let [b, t] = tokens.dims();
+    assert!(t >= 2, "sequence_loss needs at least two tokens");
+    let n = t - 1;
+    let inputs = tokens.clone().slice([0..b, 0..n]);
+    let targets = tokens.slice([0..b, 1..t]).without_autodiff();
+    // The head always runs in f32: the master weights are f32, and a bf16 log-softmax over
+    // 150k classes would lose the small probabilities.
+    let hidden = model
+        .forward_hidden(inputs, &vec![0; b], None)
+        .cast(FloatDType::F32);
+    let head = model.head();
+    let tracked = hidden.is_tracked();
+    let plain_hidden = hidden.clone().without_autodiff();
+    let plain_head = head.clone().without_autodiff();
+    let chunks = Chunks::new(b, n, model.config.vocab_size, max_logit_elements);
+
+    // Pass 1: values only.
+    let (mut logp_rows, mut entropy_rows) = (Vec::new(), Vec::new());
+    for r in chunks.rows() {
+        let (mut logp, mut entropy) = (Vec::new(), Vec::new());
+        for p in chunks.positions() {
+            let h = plain_hidden.clone().slice([r.clone(), p.clone()]);
+            let logits = linear(h, plain_head.clone(), None);
+            let (l, e) = token_logprobs(logits, targets.clone().slice([r.clone(), p]));
+            logp.push(l);
+            entropy.push(e);
+        }
+        logp_rows.push(Tensor::cat(logp, 1));
+        entropy_rows.push(Tensor::cat(entropy, 1));
+    }
+    let logp = Tensor::cat(logp_rows, 0);
+    let entropy = Tensor::cat(entropy_rows, 0);
+    if !tracked {
+        return loss_fn(logp, entropy);
+    }
+
+    // The loss on fresh leaves, and its gradient with respect to them.
+    let logp_leaf = logp.clone().autodiff().require_grad();
+    let entropy_leaf = entropy.clone().autodiff().require_grad();
+    let (loss, extra) = loss_fn(logp_leaf.clone(), entropy_leaf.clone())?;
+    let value = loss.clone().detach();
+    let grads = loss.backward();
+    let g_logp = logp_leaf.grad(&grads).map(Tensor::without_autodiff);
+    let g_entropy = entropy_leaf.grad(&grads).map(Tensor::without_autodiff);
+    drop(grads);
+
+    // Pass 2: recompute the logits, form ∂L/∂logits, project it onto h and W.
+    let d = plain_hidden.dims()[2];
+    let vocab = model.config.vocab_size;
+    let device = plain_hidden.device();
+    let mut grad_head = Tensor::<2>::zeros([d, vocab], &device);
+    let mut grad_rows = Vec::new();
+    for r in chunks.rows() {
+        let mut grad_cols = Vec::new();
+        for p in chunks.positions() {
+            let h = plain_hidden.clone().slice([r.clone(), p.clone()]);
+            let [rb, pn, _] = h.dims();
+            let logp_all = log_softmax(linear(h.clone(), plain_head.clone(), None), 2);
+            let probs = logp_all.clone().exp();
+            let slice = |g: &Tensor<2>| -> Tensor<3> {
+                g.clone().slice([r.clone(), p.clone()]).unsqueeze_dim(2)
+            };
+            // −p·(g_logp + g_ent·(log p + H)) over the vocabulary …
+            let coeff: Tensor<3> = match (&g_logp, &g_entropy) {
+                (Some(gl), Some(ge)) => (logp_all + slice(&entropy)) * slice(ge) + slice(gl),
+                (None, Some(ge)) => (logp_all + slice(&entropy)) * slice(ge),
+                (Some(gl), None) => slice(gl),
+                (None, None) => Tensor::zeros([rb, pn, 1], &device),
+            };
+            let mut grad_logits = (probs * coeff).neg();
+            // … plus g_logp at the target.
+            if let Some(gl) = &g_logp {
+                let y: Tensor<3, Int> = targets
+                    .clone()
+                    .slice([r.clone(), p.clone()])
+                    .unsqueeze_dim(2);
+                grad_logits = grad_logits.scatter(2, y, slice(gl), IndexingUpdateOp::Add);
+            }
+            grad_cols.push(
+                grad_logits
+                    .clone()
+                    .matmul(plain_head.clone().transpose().unsqueeze()),
+            );
+            let flat_h = h.reshape([rb * pn, d]);
+            let flat_g = grad_logits.reshape([rb * pn, vocab]);
+            grad_head = grad_head + flat_h.transpose().matmul(flat_g);
+        }
+        grad_rows.push(Tensor::cat(grad_cols, 1));
+    }
+    let grad_hidden = Tensor::cat(grad_rows, 0);
+    let surrogate = (hidden * grad_hidden.autodiff()).sum() + (head * grad_head.autodiff()).sum();
+    Ok((surrogate.clone() - surrogate.detach() + value, extra))
+}
+
+/// A loss over per-token log-probs and entropies (as for [`sequence_loss_chunked`]) whose
+/// memory is bounded in the vocabulary, the way training calls it: when all of the sequences'
+/// logits fit in [`LOGIT_CHUNK_ELEMENTS`] (every batch of the embedded default), the one-piece
+/// graph `loss_fn(`[`sequence_logprobs`]`(..))`, cheapest there; above it, the fused loss with
+/// chunks of at most that many logits, so no `[batch, seq, vocab]` tensor is held, forward or
+/// backward. Both give the same values and gradients within f32 rounding.
+///
+/// # Errors
+/// `loss_fn`'s.
+pub fn sequence_loss<T, E>(
+    model: &Qwen,
+    tokens: Tensor<2, Int>,
+    loss_fn: impl FnOnce(Tensor<2>, Tensor<2>) -> Result<(Tensor<1>, T), E>,
+) -> Result<(Tensor<1>, T), E> {
+    if fits_in_one_chunk(model, &tokens) {
+        let (logp, entropy) = sequence_logprobs(model, tokens);
+        loss_fn(logp, entropy)
+    } else {
+        sequence_loss_chunked(model, tokens, LOGIT_CHUNK_ELEMENTS, loss_fn)
+    }
+}
+
+/// A loss over the next-token log-probs only (no entropies), with memory bounded in the
+/// vocabulary: `loss_fn(`[`sequence_target_logprobs`]`(..))` when the logits fit in
+/// [`LOGIT_CHUNK_ELEMENTS`] (the same graph as before, bit for bit), else through the fused
+/// [`sequence_loss_chunked`] with that limit.
+///
+/// # Shapes
+/// - tokens: `[batch, seq]`; `loss_fn` gets `logp [batch, seq-1]` and returns a `[1]` loss
+pub fn sequence_target_loss(
+    model: &Qwen,
+    tokens: Tensor<2, Int>,
+    loss_fn: impl FnOnce(Tensor<2>) -> Tensor<1>,
+) -> Tensor<1> {
+    if fits_in_one_chunk(model, &tokens) {
+        return loss_fn(sequence_target_logprobs(model, tokens));
+    }
+    let out: Result<_, std::convert::Infallible> =
+        sequence_loss_chunked(model, tokens, LOGIT_CHUNK_ELEMENTS, |logp, _| {
+            Ok((loss_fn(logp), ()))
+        });
+    match out {
+        Ok((loss, ())) => loss,
+        Err(e) => match e {},
+    }
+}
+
+/// The SFT loss ([`masked_nll`] of the next-token log-probs under `mask`) with memory bounded
+/// in the vocabulary ([`sequence_target_loss`]).
+///
+/// # Shapes
+/// - tokens: `[batch, seq]`, mask: `[batch, seq-1]`
+pub fn sequence_nll(model: &Qwen, tokens: Tensor<2, Int>, mask: Tensor<2>) -> Tensor<1> {
+    sequence_target_loss(model, tokens, |logp| masked_nll(logp, mask))
+}
+
+/// The SFT loss through the fused [`sequence_loss_chunked`] with at most `max_logit_elements`
+/// logits at a time, whatever the size.
+///
+/// # Shapes
+/// - tokens: `[batch, seq]`, mask: `[batch, seq-1]`
+pub fn sequence_nll_chunked(
+    model: &Qwen,
+    tokens: Tensor<2, Int>,
+    mask: Tensor<2>,
+    max_logit_elements: usize,
+) -> Tensor<1> {
+    let out: Result<_, std::convert::Infallible> =
+        sequence_loss_chunked(model, tokens, max_logit_elements, |logp, _| {
+            Ok((masked_nll(logp, mask), ()))
+        });
+    match out {
+        Ok((loss, ())) => loss,
+        Err(e) => match e {},
+    }
+}
+
+/// Whether the next-token logits of `tokens` fit in [`LOGIT_CHUNK_ELEMENTS`].
+fn fits_in_one_chunk(model: &Qwen, tokens: &Tensor<2, Int>) -> bool {
+    let [b, t] = tokens.dims();
+    b.saturating_mul(t.saturating_sub(1))
+        .saturating_mul(model.config.vocab_size)
+        <= LOGIT_CHUNK_ELEMENTS
+}
+
+/// How [`sequence_loss_chunked`] splits `[batch, positions]` so that one chunk has at most
+/// `max_elements` logits (at least one position).
+#[derive(Debug, Clone, Copy)]
+struct Chunks {
+    batch: usize,
+    positions: usize,
+    rows_per_chunk: usize,
+    positions_per_chunk: usize,
+}
+
+impl Chunks {
+    fn new(batch: usize, positions: usize, vocab: usize, max_elements: usize) -> Self {
+        let rows_per_chunk = (max_elements / vocab).clamp(1, batch);
+        let positions_per_chunk = (max_elements / (rows_per_chunk * vocab)).clamp(1, positions);
+        Self {
+            batch,
+            positions,
+            rows_per_chunk,
+            positions_per_chunk,
+        }
+    }
+
+    fn rows(&self) -> impl Iterator<Item = std::ops::Range<usize>> + use<> {
+        let (n, step) = (self.batch, self.rows_per_chunk);
+        (0..n).step_by(step).map(move |r| r..(r + step).min(n))
+    }
+
+    fn positions(&self) -> impl Iterator<Item = std::ops::Range<usize>> + use<> {
+        let (n, step) = (self.positions, self.positions_per_chunk);
+        (0..n).step_by(step).map(move |p| p..(p + step).min(n))
+    }
 }
 
 /// Masked mean negative log-likelihood, the SFT cross-entropy:

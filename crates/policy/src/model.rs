@@ -5,12 +5,13 @@ use burn::module::{Module, Param};
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::module::{attention, linear};
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::QwenConfig;
 use crate::error::{Error, Result};
+use crate::precision::Precision;
 
 /// The value masked attention scores are set to. Finite, so that a query row
 /// whose keys are all masked (a left-padding position) stays finite instead of
@@ -98,6 +99,9 @@ pub struct Qwen {
     /// The hyperparameters.
     #[module(skip)]
     pub config: QwenConfig,
+    /// The compute precision (the parameters stay f32); see [`Qwen::with_precision`].
+    #[module(skip)]
+    pub precision: Precision,
 }
 
 /// Per-layer cached keys and values for incremental decoding.
@@ -348,6 +352,7 @@ impl Qwen {
             norm,
             lm_head,
             config,
+            precision: Precision::F32,
         })
     }
 
@@ -421,6 +426,15 @@ impl Qwen {
         Ok(out)
     }
 
+    /// The same model computing in `precision`. With [`Precision::Bf16`] the weights are cast to
+    /// bf16 where they are used (inside the autodiff graph, so gradients reach the f32
+    /// parameters as f32 and the optimizer's state stays f32); RMSNorm, the output projection
+    /// and the logits stay f32.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
     /// The device the weights live on.
     pub fn device(&self) -> Device {
         self.embed_tokens.val().device()
@@ -456,11 +470,16 @@ impl Qwen {
     /// - hidden: `[batch, seq, d_model]` (after the final norm)
     /// - returns: `[batch, seq, vocab]`
     pub fn logits(&self, hidden: Tensor<3>) -> Tensor<3> {
-        let head = match &self.lm_head {
+        linear(hidden.cast(FloatDType::F32), self.head(), None)
+    }
+
+    /// The output projection `[d_model, vocab]`: `lm_head`, or the transposed embedding when
+    /// they are tied. Tracked like the parameters.
+    pub fn head(&self) -> Tensor<2> {
+        match &self.lm_head {
             Some(h) => h.val(),
             None => self.embed_tokens.val().transpose(),
-        };
-        linear(hidden, head, None)
+        }
     }
 
     /// The decoder up to and including the final norm, for left-padded rows.
@@ -493,7 +512,9 @@ impl Qwen {
                 pos.push((offset + i).saturating_sub(p) as f32);
             }
         }
+        let dtype = self.precision.dtype();
         let (cos, sin) = rope_tables(c, pos, batch, seq, &device);
+        let (cos, sin) = (cos.cast(dtype), sin.cast(dtype));
 
         // Additive mask `[batch or 1, 1, seq, total]`; none for one unpadded new token.
         let any_pad = pads.iter().any(|&p| p > 0);
@@ -510,10 +531,10 @@ impl Qwen {
                     }
                 }
             }
-            Some(Tensor::<4>::from_data(
-                TensorData::new(m, [rows, 1, seq, total]),
-                &device,
-            ))
+            Some(
+                Tensor::<4>::from_data(TensorData::new(m, [rows, 1, seq, total]), &device)
+                    .cast(dtype),
+            )
         };
 
         let ids = tokens.reshape([batch * seq]);
@@ -521,10 +542,18 @@ impl Qwen {
             .embed_tokens
             .val()
             .select(0, ids)
-            .reshape([batch, seq, c.hidden_size]);
+            .reshape([batch, seq, c.hidden_size])
+            .cast(dtype);
         for (l, layer) in self.layers.iter().enumerate() {
             let kv = cache.as_mut().map(|k| &mut k.layers[l]);
-            x = layer.forward(x, &cos, &sin, bias.as_ref(), kv, c);
+            let pass = Pass {
+                cos: &cos,
+                sin: &sin,
+                bias: bias.as_ref(),
+                c,
+                dtype,
+            };
+            x = layer.forward(x, &pass, kv);
         }
         if let Some(k) = cache {
             k.len = total;
@@ -537,24 +566,22 @@ impl DecoderLayer {
     fn forward(
         &self,
         x: Tensor<3>,
-        cos: &Tensor<4>,
-        sin: &Tensor<4>,
-        bias: Option<&Tensor<4>>,
+        pass: &Pass<'_>,
         kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
-        c: &QwenConfig,
     ) -> Tensor<3> {
+        let (c, dtype) = (pass.c, pass.dtype);
         let h = rms_norm(x.clone(), &self.input_layernorm, c.rms_norm_eps);
-        let x = x + self.self_attn.forward(h, cos, sin, bias, kv, c);
+        let x = x + self.self_attn.forward(h, pass, kv);
         let h = rms_norm(x.clone(), &self.post_attention_layernorm, c.rms_norm_eps);
-        x + self.mlp.forward(h)
+        x + self.mlp.forward(h, dtype)
     }
 }
 
 impl Mlp {
-    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let gate = silu(linear(x.clone(), self.gate_proj.val(), None));
-        let up = linear(x, self.up_proj.val(), None);
-        linear(gate * up, self.down_proj.val(), None)
+    fn forward(&self, x: Tensor<3>, dtype: FloatDType) -> Tensor<3> {
+        let gate = silu(linear(x.clone(), weight(&self.gate_proj, dtype), None));
+        let up = linear(x, weight(&self.up_proj, dtype), None);
+        linear(gate * up, weight(&self.down_proj, dtype), None)
     }
 }
 
@@ -562,18 +589,23 @@ impl Attention {
     fn forward(
         &self,
         x: Tensor<3>,
-        cos: &Tensor<4>,
-        sin: &Tensor<4>,
-        bias: Option<&Tensor<4>>,
+        pass: &Pass<'_>,
         kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
-        c: &QwenConfig,
     ) -> Tensor<3> {
+        let Pass {
+            cos,
+            sin,
+            bias,
+            c,
+            dtype,
+        } = *pass;
         let [b, t, _] = x.dims();
         let x_tracked = x.is_autodiff();
         let (h, kvh, hd) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
         let g = h / kvh;
         let proj = |w: &Param<Tensor<2>>, bias: &Option<Param<Tensor<1>>>, heads: usize| {
-            linear(x.clone(), w.val(), bias.as_ref().map(|p| p.val())).reshape([b, t, heads, hd])
+            let bias = bias.as_ref().map(|p| weight(p, dtype));
+            linear(x.clone(), weight(w, dtype), bias).reshape([b, t, heads, hd])
         };
         let mut q = proj(&self.q_proj, &self.q_bias, h); // [b, t, h, hd]
         let mut k = proj(&self.k_proj, &self.k_bias, kvh); // [b, t, kvh, hd]
@@ -619,7 +651,7 @@ impl Attention {
                 AttentionModuleOptions::default(),
             );
             let out = out.swap_dims(1, 2).reshape([b, t, h * hd]);
-            return linear(out, self.o_proj.val(), None);
+            return linear(out, weight(&self.o_proj, dtype), None);
         }
         // Grouped-query attention without copying K/V: query head `kv·g + j`
         // uses KV head `kv`, so the g query heads of a group are stacked along
@@ -637,14 +669,39 @@ impl Attention {
         let probs = softmax(scores, 3).reshape([b, kvh, g * t, tk]);
         let out = probs.matmul(v).reshape([b, h, t, hd]); // [b, h, t, hd]
         let out = out.swap_dims(1, 2).reshape([b, t, h * hd]);
-        linear(out, self.o_proj.val(), None)
+        linear(out, weight(&self.o_proj, dtype), None)
     }
 }
 
-/// `w · x / sqrt(mean(x²) + eps)` over the last axis.
+/// What every layer of one forward pass shares: the rotary tables, the additive mask, the
+/// hyperparameters and the compute dtype.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    cos: &'a Tensor<4>,
+    sin: &'a Tensor<4>,
+    bias: Option<&'a Tensor<4>>,
+    c: &'a QwenConfig,
+    dtype: FloatDType,
+}
+
+/// A parameter in the compute dtype: itself in f32, a cast (tracked, so the gradient reaches the
+/// f32 parameter) otherwise.
+fn weight<const D: usize>(w: &Param<Tensor<D>>, dtype: FloatDType) -> Tensor<D> {
+    w.val().cast(dtype)
+}
+
+/// `w · x / sqrt(mean(x²) + eps)` over the last axis, computed in f32 and returned in `x`'s
+/// dtype (a bf16 mean of squares over a wide row loses too much).
 fn rms_norm<const D: usize>(x: Tensor<D>, w: &Param<Tensor<1>>, eps: f64) -> Tensor<D> {
+    let dtype = x.dtype();
+    let x = x.cast(FloatDType::F32);
     let rms = x.clone().square().mean_dim(D - 1).add_scalar(eps).sqrt();
-    x.div(rms).mul(w.val().unsqueeze())
+    let out = x.div(rms).mul(w.val().unsqueeze());
+    match dtype {
+        burn::tensor::DType::BF16 => out.cast(FloatDType::BF16),
+        burn::tensor::DType::F16 => out.cast(FloatDType::F16),
+        _ => out,
+    }
 }
 
 /// cos and signed sin `[batch, 1, seq, head_dim]` for the rotate-half RoPE layout.

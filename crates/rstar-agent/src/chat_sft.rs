@@ -149,6 +149,10 @@ pub struct ChatSftConfig {
     pub checkpoint_every: usize,
     /// What to do with bad rows.
     pub bad_rows: BadRows,
+    /// Compute precision: `f32` (the default, and absent from older configs) or `bf16` (bf16
+    /// compute over f32 master weights and optimizer state, [`rstar_policy::Precision`]).
+    #[serde(default)]
+    pub precision: rstar_policy::Precision,
 }
 
 impl ChatSftConfig {
@@ -175,6 +179,7 @@ impl ChatSftConfig {
             eval_every: 50,
             checkpoint_every: 50,
             bad_rows: BadRows::Fail,
+            precision: rstar_policy::Precision::F32,
         }
     }
 
@@ -811,6 +816,7 @@ fn train(
     stop_after: Option<usize>,
     log: &mut dyn FnMut(&str),
 ) -> Result<ChatSftReport, AgentError> {
+    model = model.with_precision(config.precision);
     let data = load_data(config, &model, &tokenizer, out, log)?;
     let plan = Plan::new(config, &data);
     let (done, mut optimizer) = start.unwrap_or_else(|| (0, adamw(config.weight_decay)));

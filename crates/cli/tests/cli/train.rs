@@ -147,9 +147,27 @@ fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
     let (ok, _, stderr) = rstar(&["train", "--backend", "tpu", "--out", "/nonexistent/x"]);
     assert!(!ok);
     assert!(
-        stderr.contains("`tpu`") && stderr.contains("`wgpu`"),
+        stderr.contains("`tpu`") && stderr.contains("`wgpu`") && stderr.contains("`gpu`"),
         "{stderr}"
     );
+    // A precision that is not one names the two there are.
+    let (ok, _, stderr) = rstar(&["train", "--precision", "fp8", "--out", "/nonexistent/x"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("`fp8` is not a precision") && stderr.contains("`bf16`"),
+        "{stderr}"
+    );
+    // LibTorch is never built in CI: the refusal says how to build it.
+    #[cfg(not(feature = "tch"))]
+    {
+        let (ok, _, stderr) = rstar(&["train", "--backend", "tch", "--out", "/nonexistent/x"]);
+        assert!(!ok);
+        assert!(
+            stderr.contains("without the `tch` feature")
+                && stderr.contains("LIBTORCH_USE_PYTORCH=1"),
+            "{stderr}"
+        );
+    }
     // A backend this build lacks names its feature (`cargo xtask ci` builds `wgpu` in, never
     // `cuda`).
     #[cfg(not(feature = "cuda"))]

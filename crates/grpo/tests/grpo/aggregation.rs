@@ -128,7 +128,7 @@ fn entropy_and_kl_terms_by_hand() {
             flat2(&[0.0; 4], 2, 2, &device),
             mask,
         )
-        .with_logits(logits)
+        .with_entropy(entropy_from_logits(logits))
         .with_ref_log_prob(refs),
         &GlobalBatch::new(),
     )

@@ -9,7 +9,8 @@
 
 use burn::tensor::{DType, Device, Tensor};
 use rstar_grpo::{
-    GlobalBatch, GrpoConfig, KlConfig, KlEstimator, LossAggMode, PolicyLossInputs, policy_loss,
+    GlobalBatch, GrpoConfig, KlConfig, KlEstimator, LossAggMode, PolicyLossInputs,
+    entropy_from_logits, policy_loss,
 };
 
 use crate::common::{SplitMix, device, flat2, flat2_f64, scalar, values};
@@ -221,7 +222,7 @@ fn entropy_bonus_gradient_wrt_logits() {
             )
         };
         let inputs = PolicyLossInputs::new(two(&zeros), two(&zeros), two(&[0.5; 6]), two(&mask))
-            .with_logits(lt.clone());
+            .with_entropy(entropy_from_logits(lt.clone()));
         (
             policy_loss(&config, inputs, &GlobalBatch::new()).unwrap(),
             lt,

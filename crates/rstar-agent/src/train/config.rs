@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use rstar_curriculum::{CurriculumConfig, Stage};
 use rstar_grpo::GrpoConfig;
-use rstar_policy::QwenConfig;
+use rstar_policy::{Precision, QwenConfig};
 use rstar_scheduler::DispatchPolicy;
 use serde::{Deserialize, Serialize};
 
@@ -322,6 +322,11 @@ pub struct SftOptions {
     /// configs without the field) are always solved correctly.
     #[serde(default)]
     pub wrong_programs: BTreeMap<TaskKind, f64>,
+    /// The relative weight of each bug (`typo`, `wrong_function`, `syntax_error`) among the
+    /// failing demonstrations ([`crate::tasks::sft::SftConfig::bug_weights`]); absent or
+    /// empty draws them uniformly.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bug_weights: BTreeMap<crate::tasks::sft::Bug, f64>,
     /// Peak learning rate (AdamW).
     pub lr: f64,
     /// Linear warm-up steps.
@@ -349,6 +354,11 @@ pub struct SftOptions {
     /// pads the whole batch to its longest row. Results depend on it, as on `threads`.
     #[serde(default = "one_micro_batch")]
     pub micro_batches: usize,
+    /// Compute precision of the SFT steps: `f32` (the default, and absent from older configs)
+    /// or `bf16` (bf16 compute over f32 master weights and optimizer state,
+    /// [`rstar_policy::Precision`]).
+    #[serde(default, deserialize_with = "sft_precision")]
+    pub precision: Precision,
 }
 
 fn one_thread() -> usize {
@@ -451,6 +461,28 @@ pub struct RlOptions {
     /// gradients are summed in another order), so it is part of the config.
     #[serde(default = "one_thread")]
     pub threads: usize,
+    /// Compute precision of the RL step (rollouts, old log-probs and updates alike): `f32` (the
+    /// default, and absent from older configs) or `bf16` (bf16 compute over f32 master weights
+    /// and optimizer state, [`rstar_policy::Precision`]).
+    #[serde(default, deserialize_with = "rl_precision")]
+    pub precision: Precision,
+}
+
+fn precision_named<'de, D: serde::Deserializer<'de>>(
+    field: &str,
+    deserializer: D,
+) -> Result<Precision, D::Error> {
+    let s = String::deserialize(deserializer)?;
+    s.parse()
+        .map_err(|e: String| serde::de::Error::custom(format!("`{field}`: {e}")))
+}
+
+fn sft_precision<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Precision, D::Error> {
+    precision_named("sft.precision", d)
+}
+
+fn rl_precision<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Precision, D::Error> {
+    precision_named("rl.precision", d)
 }
 
 fn default_gain_lr_multiplier() -> f64 {
@@ -743,6 +775,7 @@ impl TrainConfig {
                 // batch); the hard stage checks 512 problems × 8 at a time.
                 max_batch: 64,
                 threads: 1,
+                precision: Precision::F32,
             },
             curriculum: CurriculumConfig::rstar2_agent(),
             eval: EvalOptions {
@@ -772,13 +805,19 @@ impl TrainConfig {
                 steps: 400,
                 batch_size: 32,
                 corpus_size: 4000,
-                failing_fraction: 1.0 / 3.0,
+                // A habitual mistake: 60% of the demonstrations leave out the program's last
+                // closing parenthesis, read the SyntaxError and fix it, so the failing call is
+                // the SFT policy's mode and only RoC's preference for clean successes removes
+                // it (uniform bugs are each a minority that sharpening alone removes, which
+                // left RoC nothing to do: docs/training.md, "RoC with a habitual bug").
+                failing_fraction: 0.6,
                 wrong_programs: BTreeMap::from([
                     (TaskKind::Product, 0.15),
                     (TaskKind::ModPow, 0.3),
                     (TaskKind::DivisorCount, 0.6),
                     (TaskKind::RangeSum, 0.65),
                 ]),
+                bug_weights: BTreeMap::from([(crate::tasks::sft::Bug::SyntaxError, 1.0)]),
                 lr: 1e-3,
                 warmup_steps: 40,
                 schedule: LrSchedule::Cosine,
@@ -790,6 +829,7 @@ impl TrainConfig {
                 // 3.2x faster a step than one thread and one padded batch (docs/training.md).
                 threads: 2,
                 micro_batches: 8,
+                precision: Precision::F32,
             },
             rl: RlOptions {
                 roc: RocOptions::paper(),
@@ -820,6 +860,7 @@ impl TrainConfig {
                 gain_lr_multiplier: 300.0,
                 max_batch: 0,
                 threads: 2,
+                precision: Precision::F32,
             },
             curriculum: CurriculumConfig::tiny(),
             eval: EvalOptions {
@@ -856,6 +897,10 @@ impl TrainConfig {
                 // work, where threads cost more than they save).
                 threads: 1,
                 micro_batches: 1,
+                precision: Precision::F32,
+                // A third of the calls fail first, with the three bugs drawn uniformly.
+                failing_fraction: 1.0 / 3.0,
+                bug_weights: BTreeMap::new(),
                 ..tiny.sft
             },
             rl: RlOptions {
@@ -1007,6 +1052,24 @@ impl TrainConfig {
                 );
             }
         }
+        for (bug, weight) in &self.sft.bug_weights {
+            if !(weight.is_finite() && *weight >= 0.0) {
+                let name = serde_json::to_value(bug)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                return bad(
+                    &format!("sft.bug_weights.{name}"),
+                    format!("is {weight}, expected a weight ≥ 0"),
+                );
+            }
+        }
+        if !self.sft.bug_weights.is_empty() && self.sft.bug_weights.values().all(|w| *w == 0.0) {
+            return bad(
+                "sft.bug_weights",
+                "gives every bug weight 0: leave it out to draw the bugs uniformly".into(),
+            );
+        }
         for (field, clip) in [
             ("sft.grad_clip", self.sft.grad_clip),
             ("rl.grad_clip", self.rl.grad_clip),
@@ -1134,6 +1197,27 @@ mod tests {
         let mut c = TrainConfig::smoke();
         c.sft.lr = -1.0;
         assert!(c.validate().unwrap_err().to_string().contains("`sft.lr`"));
+        // Bug weights: each ≥ 0 and finite, not all 0; read by name from JSON.
+        use crate::tasks::sft::Bug;
+        let mut c = TrainConfig::smoke();
+        c.sft.bug_weights = BTreeMap::from([(Bug::Typo, -1.0)]);
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("`sft.bug_weights.typo`"), "{err}");
+        c.sft.bug_weights = BTreeMap::from([(Bug::Typo, 0.0), (Bug::SyntaxError, 0.0)]);
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("`sft.bug_weights`") && err.contains("uniformly"),
+            "{err}"
+        );
+        c.sft.bug_weights = BTreeMap::from([(Bug::SyntaxError, 1.0)]);
+        c.validate().unwrap();
+        let mut json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["sft"]["bug_weights"]["syntax_error"], 1.0);
+        json["sft"]["bug_weights"] = serde_json::json!({"off_by_one": 1.0});
+        let err = serde_json::from_value::<TrainConfig>(json)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("off_by_one"), "{err}");
     }
 
     #[test]
@@ -1331,6 +1415,49 @@ mod tests {
             ..RocOptions::off()
         })
         .unwrap();
+    }
+
+    #[test]
+    fn precision_defaults_to_f32_reads_bf16_and_names_the_field_of_a_bad_value() {
+        let mut json: serde_json::Value = serde_json::to_value(TrainConfig::tiny()).unwrap();
+        assert_eq!(json["sft"]["precision"], "f32");
+        assert_eq!(json["rl"]["precision"], "f32");
+        json["sft"].as_object_mut().unwrap().remove("precision");
+        json["rl"].as_object_mut().unwrap().remove("precision");
+        let c: TrainConfig = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(
+            (c.sft.precision, c.rl.precision),
+            (Precision::F32, Precision::F32)
+        );
+        json["rl"]["precision"] = "bf16".into();
+        let c: TrainConfig = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(
+            (c.sft.precision, c.rl.precision),
+            (Precision::F32, Precision::Bf16)
+        );
+        for (field, other) in [("sft", "rl"), ("rl", "sft")] {
+            let mut bad = json.clone();
+            bad[other]["precision"] = "f32".into();
+            bad[field]["precision"] = "fp8".into();
+            let err = serde_json::from_value::<TrainConfig>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("`{field}.precision`")) && err.contains("`fp8`"),
+                "{err}"
+            );
+        }
+        // From a file, the error names the file and line too.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.json");
+        let mut bad = json;
+        bad["sft"]["precision"] = "half".into();
+        std::fs::write(&path, serde_json::to_string_pretty(&bad).unwrap()).unwrap();
+        let err = TrainConfig::from_json_file(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("`sft.precision`") && err.contains("bad.json") && err.contains("`half`"),
+            "{err}"
+        );
     }
 
     #[test]

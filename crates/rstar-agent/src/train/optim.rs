@@ -132,8 +132,9 @@ pub fn clip_global_norm(model: &Qwen, grads: &mut GradientsParams, max_norm: Opt
 /// model): divide it by the token count that makes the mean you need.
 pub fn summed_nll(model: &Qwen, rows: &[(&[u32], &[f32])]) -> Tensor<1> {
     let (tokens, mask, _) = pack(rows, &model.device());
-    let logp = rstar_policy::sequence_target_logprobs(model, tokens);
-    (logp * mask).sum().neg()
+    // Memory bounded in the vocabulary: above `LOGIT_CHUNK_ELEMENTS` logits, chunked with a
+    // closed-form backward; below it, the one-piece graph.
+    rstar_policy::sequence_target_loss(model, tokens, |logp| (logp * mask).sum().neg())
 }
 
 /// The gradients of a loss over a batch split into shards, and the sum of the shards' loss

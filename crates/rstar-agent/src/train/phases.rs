@@ -319,6 +319,7 @@ impl<'a> Run<'a> {
                 seed: seed_of(config.seed, "sft-bugs"),
                 limits: rl::base_limits(template),
                 wrong_programs: config.sft.wrong_programs.clone(),
+                bug_weights: config.sft.bug_weights.clone(),
             },
             &mut *self.tools.executor(),
         )?;

@@ -20,9 +20,7 @@ use rand::seq::index::sample;
 use rand_chacha::ChaCha8Rng;
 use rstar_curriculum::Stage;
 use rstar_grpo::{GlobalBatch, GrpoConfig, PolicyLossInputs, group_advantages, policy_loss};
-use rstar_policy::{
-    Qwen, Sampling, Tokenizer, sequence_logprobs, sequence_target_logprobs, token_logprobs,
-};
+use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_loss, sequence_target_logprobs};
 use rstar_roc::{TraceSummary, reject_equal_reward, select};
 use serde::{Deserialize, Serialize};
 
@@ -315,6 +313,10 @@ pub fn step_on(
     remote: Option<&RemoteRollouts>,
 ) -> Result<(Qwen, StepRecord, Vec<Trajectory>), AgentError> {
     let o = inputs.options;
+    // The compute precision of this step (rollouts, old log-probs, updates); the returned
+    // model computes as it came.
+    let previous = model.precision;
+    let model = model.with_precision(o.precision);
     let step_seed = step_seed(inputs.seed, inputs.step);
     let prompts = sample_prompts(inputs.pool, o.prompts_per_step, step_seed);
     // The sampling policy: rolls out, and (with several mini-batches) gives the old log-probs.
@@ -387,7 +389,7 @@ pub fn step_on(
         logprob_diff_mean: gap.map(|g| g.1),
         dispatch,
     };
-    Ok((model, record, trajectories))
+    Ok((model.with_precision(previous), record, trajectories))
 }
 
 /// A step's rollouts, with the engines' log-probs of each trajectory's assistant tokens when
@@ -685,36 +687,35 @@ pub fn mini_batch_gradients_threads(
                 .flat_map(|&i| std::iter::repeat_n(advantages[i], len - 1))
                 .collect();
             let adv = Tensor::<2>::from_data(TensorData::new(adv, [part.len(), len - 1]), &device);
-            // The entropy term needs the logits; without it the loss takes log-probs only.
-            let (logp, ent, logits) = if grpo.entropy_coeff != 0.0 {
-                let [b, t] = tokens.dims();
-                let logits = model.forward(tokens.clone().slice([0..b, 0..t - 1]));
-                let (logp, ent) = token_logprobs(logits.clone(), tokens.slice([0..b, 1..t]));
-                (logp, ent, Some(logits))
-            } else {
-                let (logp, ent) = sequence_logprobs(model, tokens);
-                (logp, ent, None)
-            };
-            let old = match olds {
-                Some(olds) => Tensor::<2>::from_data(olds[m].clone(), &device),
-                None => logp.clone().detach(),
-            };
+            // Memory bounded in the vocabulary (`sequence_loss`: above `LOGIT_CHUNK_ELEMENTS`
+            // logits, chunked with a closed-form backward), the entropy term included.
             let local = f64::from(mask.clone().sum().into_scalar::<f32>());
-            let ent_sum = f64::from((ent.detach() * mask.clone()).sum().into_scalar::<f32>());
-            let mut loss_inputs = PolicyLossInputs::new(logp, old, adv, mask);
-            if let Some(logits) = logits {
-                loss_inputs = loss_inputs.with_logits(logits);
-            }
-            let loss = policy_loss(grpo, loss_inputs, &global)?;
+            let (loss, (metrics, ent_sum)) = sequence_loss(model, tokens, |logp, ent| {
+                let old = match olds {
+                    Some(olds) => Tensor::<2>::from_data(olds[m].clone(), &device),
+                    None => logp.clone().detach(),
+                };
+                let ent_sum = f64::from(
+                    (ent.clone().detach() * mask.clone())
+                        .sum()
+                        .into_scalar::<f32>(),
+                );
+                let mut loss_inputs = PolicyLossInputs::new(logp, old, adv, mask);
+                if grpo.entropy_coeff != 0.0 {
+                    loss_inputs = loss_inputs.with_entropy(ent);
+                }
+                let out = policy_loss(grpo, loss_inputs, &global)?;
+                Ok::<_, rstar_grpo::GrpoError>((out.loss, (out.metrics, ent_sum)))
+            })?;
             let sums = [
                 ent_sum,
-                f64::from(loss.metrics.clip_frac) * local,
-                f64::from(loss.metrics.ppo_kl) * local,
+                f64::from(metrics.clip_frac) * local,
+                f64::from(metrics.ppo_kl) * local,
             ];
             Ok((
-                GradientsParams::from_grads(loss.loss.backward(), model),
+                GradientsParams::from_grads(loss.backward(), model),
                 sums,
-                loss.metrics.pg_loss,
+                metrics.pg_loss,
             ))
         };
     // A thread's micro-batches, its gradients summed.

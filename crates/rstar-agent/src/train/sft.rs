@@ -8,7 +8,7 @@ use std::time::Instant;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rstar_policy::{Qwen, Tokenizer, masked_nll, sequence_target_logprobs};
+use rstar_policy::{Qwen, Tokenizer, sequence_nll};
 use serde::{Deserialize, Serialize};
 
 use super::config::SftOptions;
@@ -195,6 +195,9 @@ pub fn train_from(
         });
     }
     let device = model.device();
+    // The compute precision for these steps only: the returned model computes as it came.
+    let previous = model.precision;
+    model = model.with_precision(options.precision);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..start.min(options.steps) * options.batch_size {
         let _ = rng.random_range(0..rows.len());
@@ -214,8 +217,9 @@ pub fn train_from(
             .sum();
         let (mut grads, loss_value) = if options.threads <= 1 && options.micro_batches <= 1 {
             let (tokens, mask, _) = pack(&packed, &device);
-            let logp = sequence_target_logprobs(&model, tokens);
-            let loss = masked_nll(logp, mask);
+            // Memory bounded in the vocabulary (`sequence_nll`: the one-piece graph when the
+            // logits fit in one chunk, else chunked with a closed-form backward).
+            let loss = sequence_nll(&model, tokens, mask);
             let loss_value = loss.clone().into_scalar::<f32>();
             (
                 GradientsParams::from_grads(loss.backward(), &model),
@@ -263,7 +267,7 @@ pub fn train_from(
             break;
         }
     }
-    Ok((model, optimizer))
+    Ok((model.with_precision(previous), optimizer))
 }
 
 /// Rows of one micro-batch: token ids and per-token loss weights.

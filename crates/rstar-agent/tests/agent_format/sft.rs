@@ -18,6 +18,56 @@ fn tasks(n: usize) -> Vec<Task> {
 }
 
 #[test]
+fn bug_weights_choose_the_failing_calls_bugs() {
+    let tasks = tasks(600);
+    let failing_of = |weights: &[(Bug, f64)]| {
+        let config = SftConfig {
+            failing_fraction: 0.6,
+            bug_weights: weights.iter().copied().collect(),
+            ..SftConfig::default()
+        };
+        let demos =
+            build_corpus(&tasks, &Template::compact(), &config, fake_executor(&tasks)).unwrap();
+        let bugs: Vec<Bug> = demos.iter().filter_map(|d| d.bug).collect();
+        assert_eq!(bugs.len(), 360, "round(0.6 · 600) fail first");
+        let share = |b: Bug| bugs.iter().filter(|&&x| x == b).count() as f64 / 360.0;
+        (
+            demos,
+            [Bug::Typo, Bug::WrongFunction, Bug::SyntaxError].map(share),
+        )
+    };
+    // One habitual bug: every failing call has it.
+    let (_, shares) = failing_of(&[(Bug::SyntaxError, 1.0)]);
+    assert_eq!(shares, [0.0, 0.0, 1.0]);
+    // 3 : 1, and a weight of 0 is never drawn: within 4 standard deviations of 3/4 and 1/4.
+    let (_, shares) = failing_of(&[
+        (Bug::Typo, 3.0),
+        (Bug::SyntaxError, 1.0),
+        (Bug::WrongFunction, 0.0),
+    ]);
+    let sd = (0.75f64 * 0.25 / 360.0).sqrt();
+    assert!((shares[0] - 0.75).abs() < 4.0 * sd, "{shares:?}");
+    assert_eq!(shares[1], 0.0, "{shares:?}");
+    assert!((shares[2] - 0.25).abs() < 4.0 * sd, "{shares:?}");
+    // No weights: the three uniformly, as before the field existed.
+    let (demos, shares) = failing_of(&[]);
+    for s in shares {
+        assert!(
+            (s - 1.0 / 3.0).abs() < 4.0 * (2.0f64 / 9.0 / 360.0).sqrt(),
+            "{shares:?}"
+        );
+    }
+    let old = SftConfig {
+        failing_fraction: 0.6,
+        ..SftConfig::default()
+    };
+    let json = serde_json::to_value(&old).unwrap();
+    assert!(json.get("bug_weights").is_none(), "{json}");
+    let again = build_corpus(&tasks, &Template::compact(), &old, fake_executor(&tasks)).unwrap();
+    assert_eq!(demos, again);
+}
+
+#[test]
 fn a_third_fail_first_and_the_choice_is_seeded() {
     let tasks = tasks(30);
     let config = SftConfig::default();

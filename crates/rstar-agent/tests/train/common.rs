@@ -60,6 +60,7 @@ pub fn sft_options(steps: usize) -> SftOptions {
         corpus_size: 4,
         failing_fraction: 0.5,
         wrong_programs: Default::default(),
+        bug_weights: Default::default(),
         lr: 1e-2,
         warmup_steps: 2,
         schedule: LrSchedule::Constant,
@@ -69,6 +70,7 @@ pub fn sft_options(steps: usize) -> SftOptions {
         log_every: 0,
         threads: 1,
         micro_batches: 1,
+        precision: rstar_policy::Precision::F32,
     }
 }
 

@@ -27,7 +27,7 @@ use rstar_episode::template::{Template, TemplateFormat};
 use rstar_episode::toolcall::{OutcomeKind, ToolCall, ToolOutcome};
 
 /// How a demonstration's first call goes wrong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Bug {
     /// `print` is misspelt `prnt` (a `NameError`).
@@ -86,6 +86,12 @@ pub struct SftConfig {
     /// not listed are always solved correctly. Empty by default.
     #[serde(default)]
     pub wrong_programs: BTreeMap<TaskKind, f64>,
+    /// The relative weight of each bug among the failing demonstrations; bugs not listed are
+    /// never drawn. Empty (the default) draws the three uniformly. A corpus with one habitual
+    /// bug (say `{"syntax_error": 1}` with `failing_fraction` above one half) makes the failing
+    /// first call the SFT policy's *mode*, which sharpening alone never removes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bug_weights: BTreeMap<Bug, f64>,
 }
 
 impl SftConfig {
@@ -96,6 +102,7 @@ impl SftConfig {
             seed: 0,
             limits,
             wrong_programs: BTreeMap::new(),
+            bug_weights: BTreeMap::new(),
         }
     }
 }
@@ -281,8 +288,24 @@ pub fn build_corpus(
     let mut order: Vec<usize> = (0..n).collect();
     order.shuffle(&mut rng);
     let mut bugs: Vec<Option<Bug>> = vec![None; n];
+    let weighted: Vec<(Bug, f64)> = config
+        .bug_weights
+        .iter()
+        .filter(|(_, w)| **w > 0.0)
+        .map(|(b, w)| (*b, *w))
+        .collect();
     for &i in &order[..failing] {
-        bugs[i] = Some(*Bug::ALL.choose(&mut rng).expect("non-empty"));
+        bugs[i] = Some(if weighted.is_empty() {
+            *Bug::ALL.choose(&mut rng).expect("non-empty")
+        } else {
+            weighted
+                .choose_weighted(&mut rng, |(_, w)| *w)
+                .map_err(|e| Error::Demonstration {
+                    id: tasks[i].id.clone(),
+                    message: format!("sft bug weights {:?}: {e}", config.bug_weights),
+                })?
+                .0
+        });
     }
     tasks
         .iter()
