@@ -7,14 +7,21 @@
 # and the CubeCL autotune cache in $OUT/cubecl-cache.tgz (unpack it into $CUBECL_CACHE on the
 # next machine and the CubeCL backends do not tune again).
 #
+#   Building the `cuda` binaries needs github.com once: CubeCL's CUDA runtime (cubecl-llvm) has
+#   a build script that downloads tracel-llvm 23.1.0-4 from tracel-ai/tracel-llvm's releases into
+#   ~/.local/share/tracel/ (copy that folder from a machine that has it where there is no access;
+#   the development machine here reaches only crates.io, PyPI, npm and Debian, so it builds none).
 #   BIN: a folder with
 #     rstar                    cargo build --release -p rstar-cli --bin rstar --features wgpu,cuda,fusion,autotune
 #     random_hf_model          cargo build --release -p rstar-agent --example random_hf_model --features flex
 #     policy_bench             cargo bench -p rstar-policy --bench policy
 #                                --features flex,wgpu,cuda,fusion,autotune --no-run (copy the binary)
-#     policy_bench_tch         optional: the same with --features flex,tch, built with
-#                                LIBTORCH_USE_PYTORCH=1 against a CUDA torch of the machine's
-#                                version (its libtorch is found through the peer's torch/lib)
+#     policy_bench_tch         optional: the same with --features flex,tch, built against
+#                                PyPI's torch 2.9.0 exactly (burn-tch 0.22's torch-sys checks the
+#                                version and compiles C++17, which newer torch headers refuse):
+#                                LIBTORCH=<site-packages>/torch LIBTORCH_CXX11_ABI=1 (or
+#                                LIBTORCH_USE_PYTORCH=1 with that torch importable); at run time
+#                                its libtorch is found through the peer's torch/lib
 #     policy_tests             cargo test --release -p rstar-policy --features flex,wgpu --tests --no-run
 #     tokenizer.json           Qwen3's tokenizer
 #     data.jsonl               a few lines of a dataset

@@ -74,6 +74,6 @@ fn tch_device() -> anyhow::Result<Device> {
 #[cfg(not(feature = "tch"))]
 fn tch_device() -> anyhow::Result<Device> {
     bail!(
-        "--backend tch: this rstar was built without the `tch` feature (rebuild with `LIBTORCH_USE_PYTORCH=1 cargo build --release -p rstar-cli --features tch`, with a PyPI torch in the Python on PATH)"
+        "--backend tch: this rstar was built without the `tch` feature (rebuild with `LIBTORCH=<site-packages>/torch LIBTORCH_CXX11_ABI=1 cargo build --release -p rstar-cli --features tch`, against PyPI's torch 2.9.0)"
     )
 }

@@ -163,8 +163,7 @@ fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
         let (ok, _, stderr) = rstar(&["train", "--backend", "tch", "--out", "/nonexistent/x"]);
         assert!(!ok);
         assert!(
-            stderr.contains("without the `tch` feature")
-                && stderr.contains("LIBTORCH_USE_PYTORCH=1"),
+            stderr.contains("without the `tch` feature") && stderr.contains("LIBTORCH_CXX11_ABI=1"),
             "{stderr}"
         );
     }
