@@ -1,5 +1,7 @@
 //! Per-token log-probabilities and entropies for the GRPO loss and SFT.
 
+use std::ops::Range;
+
 use burn::tensor::activation::log_softmax;
 use burn::tensor::module::linear;
 use burn::tensor::{FloatDType, IndexingUpdateOp, Int, Tensor};
@@ -112,25 +114,10 @@ fn over_logit_chunks<const N: usize>(
         return per_chunk(model.forward(inputs), targets);
     }
     let hidden = model.forward_hidden(inputs, &vec![0; b], None);
-    let rows = (max_logit_elements / vocab).clamp(1, b);
-    let positions = (max_logit_elements / (rows * vocab)).clamp(1, n);
-    let mut joined_rows: [Vec<Tensor<2>>; N] = std::array::from_fn(|_| Vec::new());
-    for r in (0..b).step_by(rows) {
-        let r_end = (r + rows).min(b);
-        let mut parts: [Vec<Tensor<2>>; N] = std::array::from_fn(|_| Vec::new());
-        for p in (0..n).step_by(positions) {
-            let p_end = (p + positions).min(n);
-            let logits = model.logits(hidden.clone().slice([r..r_end, p..p_end]));
-            let results = per_chunk(logits, targets.clone().slice([r..r_end, p..p_end]));
-            for (part, result) in parts.iter_mut().zip(results) {
-                part.push(result);
-            }
-        }
-        for (row, part) in joined_rows.iter_mut().zip(parts) {
-            row.push(Tensor::cat(part, 1));
-        }
-    }
-    joined_rows.map(|rows| Tensor::cat(rows, 0))
+    Chunks::new(b, n, vocab, max_logit_elements).join(|r, p| {
+        let logits = model.logits(hidden.clone().slice([r.clone(), p.clone()]));
+        per_chunk(logits, targets.clone().slice([r, p]))
+    })
 }
 
 /// A loss over per-token log-probs and entropies with memory bounded in the vocabulary.
@@ -191,21 +178,12 @@ pub fn sequence_loss_chunked<T, E>(
     let chunks = Chunks::new(b, n, model.config.vocab_size, max_logit_elements);
 
     // Pass 1: values only.
-    let (mut logp_rows, mut entropy_rows) = (Vec::new(), Vec::new());
-    for r in chunks.rows() {
-        let (mut logp, mut entropy) = (Vec::new(), Vec::new());
-        for p in chunks.positions() {
-            let h = plain_hidden.clone().slice([r.clone(), p.clone()]);
-            let logits = linear(h, plain_head.clone(), None);
-            let (l, e) = token_logprobs(logits, targets.clone().slice([r.clone(), p]));
-            logp.push(l);
-            entropy.push(e);
-        }
-        logp_rows.push(Tensor::cat(logp, 1));
-        entropy_rows.push(Tensor::cat(entropy, 1));
-    }
-    let logp = Tensor::cat(logp_rows, 0);
-    let entropy = Tensor::cat(entropy_rows, 0);
+    let [logp, entropy] = chunks.join(|r, p| {
+        let h = plain_hidden.clone().slice([r.clone(), p.clone()]);
+        let logits = linear(h, plain_head.clone(), None);
+        let (l, e) = token_logprobs(logits, targets.clone().slice([r, p]));
+        [l, e]
+    });
     if !tracked {
         return loss_fn(logp, entropy);
     }
@@ -305,8 +283,18 @@ pub fn sequence_target_loss(
     if fits_in_one_chunk(model, &tokens) {
         return loss_fn(sequence_target_logprobs(model, tokens));
     }
+    target_loss_chunked(model, tokens, LOGIT_CHUNK_ELEMENTS, loss_fn)
+}
+
+/// [`sequence_loss_chunked`] of a loss over the log-probs only, which cannot fail.
+fn target_loss_chunked(
+    model: &Qwen,
+    tokens: Tensor<2, Int>,
+    max_logit_elements: usize,
+    loss_fn: impl FnOnce(Tensor<2>) -> Tensor<1>,
+) -> Tensor<1> {
     let out: Result<_, std::convert::Infallible> =
-        sequence_loss_chunked(model, tokens, LOGIT_CHUNK_ELEMENTS, |logp, _| {
+        sequence_loss_chunked(model, tokens, max_logit_elements, |logp, _| {
             Ok((loss_fn(logp), ()))
         });
     match out {
@@ -335,14 +323,9 @@ pub fn sequence_nll_chunked(
     mask: Tensor<2>,
     max_logit_elements: usize,
 ) -> Tensor<1> {
-    let out: Result<_, std::convert::Infallible> =
-        sequence_loss_chunked(model, tokens, max_logit_elements, |logp, _| {
-            Ok((masked_nll(logp, mask), ()))
-        });
-    match out {
-        Ok((loss, ())) => loss,
-        Err(e) => match e {},
-    }
+    target_loss_chunked(model, tokens, max_logit_elements, |logp| {
+        masked_nll(logp, mask)
+    })
 }
 
 /// Whether the next-token logits of `tokens` fit in [`LOGIT_CHUNK_ELEMENTS`].
@@ -353,8 +336,9 @@ fn fits_in_one_chunk(model: &Qwen, tokens: &Tensor<2, Int>) -> bool {
         <= LOGIT_CHUNK_ELEMENTS
 }
 
-/// How [`sequence_loss_chunked`] splits `[batch, positions]` so that one chunk has at most
-/// `max_elements` logits (at least one position).
+/// How the chunked paths ([`sequence_logprobs_chunked`], [`sequence_loss_chunked`]) split
+/// `[batch, positions]` so that one chunk has at most `max_elements` logits (at least one
+/// position).
 #[derive(Debug, Clone, Copy)]
 struct Chunks {
     batch: usize,
@@ -375,14 +359,35 @@ impl Chunks {
         }
     }
 
-    fn rows(&self) -> impl Iterator<Item = std::ops::Range<usize>> + use<> {
+    fn rows(&self) -> impl Iterator<Item = Range<usize>> + use<> {
         let (n, step) = (self.batch, self.rows_per_chunk);
         (0..n).step_by(step).map(move |r| r..(r + step).min(n))
     }
 
-    fn positions(&self) -> impl Iterator<Item = std::ops::Range<usize>> + use<> {
+    fn positions(&self) -> impl Iterator<Item = Range<usize>> + use<> {
         let (n, step) = (self.positions, self.positions_per_chunk);
         (0..n).step_by(step).map(move |p| p..(p + step).min(n))
+    }
+
+    /// Runs `per_chunk(rows, positions)` over every chunk and joins each of its `N`
+    /// `[rows, positions]` results back to `[batch, positions]`.
+    fn join<const N: usize>(
+        &self,
+        mut per_chunk: impl FnMut(Range<usize>, Range<usize>) -> [Tensor<2>; N],
+    ) -> [Tensor<2>; N] {
+        let mut joined_rows: [Vec<Tensor<2>>; N] = std::array::from_fn(|_| Vec::new());
+        for r in self.rows() {
+            let mut parts: [Vec<Tensor<2>>; N] = std::array::from_fn(|_| Vec::new());
+            for p in self.positions() {
+                for (part, result) in parts.iter_mut().zip(per_chunk(r.clone(), p)) {
+                    part.push(result);
+                }
+            }
+            for (row, part) in joined_rows.iter_mut().zip(parts) {
+                row.push(Tensor::cat(part, 1));
+            }
+        }
+        joined_rows.map(|rows| Tensor::cat(rows, 0))
     }
 }
 
