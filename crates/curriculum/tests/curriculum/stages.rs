@@ -116,7 +116,7 @@ fn tiny_preset_runs_in_a_few_steps() {
     );
     assert!(matches!(c.stages[2].problems, ProblemSet::Hard { .. }) && c.stages[2].reset_optimizer);
     let events = drive(c, |s| StepMetrics::new(s as f64 / 10.0, 0.0));
-    assert_eq!(events.iter().map(|e| e.0).collect::<Vec<_>>(), [16, 24, 32]);
+    assert_eq!(events.iter().map(|e| e.0).collect::<Vec<_>>(), [16, 32, 40]);
 }
 
 #[test]
