@@ -46,8 +46,9 @@ use serde_json::{Value, json};
 use crate::engine::{BoxError, BoxFuture, EngineLoad, TurnGenerator, TurnSample, TurnSpec};
 use crate::error::AgentError;
 
-/// How a [`RemoteEngine`] talks to its server.
-#[derive(Debug, Clone, PartialEq)]
+/// How a [`RemoteEngine`] talks to its server. Its `Debug` output shows whether an API key is
+/// set, never the key.
+#[derive(Clone, PartialEq)]
 pub struct RemoteEngineConfig {
     /// The server, `http://host:port` (a trailing `/v1` is accepted; plain HTTP only).
     pub url: String,
@@ -74,6 +75,46 @@ pub struct RemoteEngineConfig {
     pub logprobs: bool,
     /// The engine's name in logs; `None` uses the URL.
     pub name: Option<String>,
+}
+
+/// What a `Debug` output shows for an API key: whether one is set, never the key, so a
+/// config written to a log or a panic message does not leak it.
+pub(crate) fn redacted(key: &Option<String>) -> Option<&'static str> {
+    key.as_ref().map(|_| "<redacted>")
+}
+
+impl std::fmt::Debug for RemoteEngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so that a new field is a compile error here until it is shown.
+        let RemoteEngineConfig {
+            url,
+            model,
+            api_key,
+            stop_strings,
+            sampling,
+            timeout,
+            max_retries,
+            backoff,
+            kv_capacity,
+            max_model_len,
+            logprobs,
+            name,
+        } = self;
+        f.debug_struct("RemoteEngineConfig")
+            .field("url", url)
+            .field("model", model)
+            .field("api_key", &redacted(api_key))
+            .field("stop_strings", stop_strings)
+            .field("sampling", sampling)
+            .field("timeout", timeout)
+            .field("max_retries", max_retries)
+            .field("backoff", backoff)
+            .field("kv_capacity", kv_capacity)
+            .field("max_model_len", max_model_len)
+            .field("logprobs", logprobs)
+            .field("name", name)
+            .finish()
+    }
 }
 
 impl RemoteEngineConfig {
@@ -744,6 +785,18 @@ mod tests {
             RemoteEngineConfig::new(url, vec!["</c>".into()]),
             Arc::new(Tokenizer::char()),
         )
+    }
+
+    #[test]
+    fn debug_shows_whether_a_key_is_set_never_the_key() {
+        let mut config = RemoteEngineConfig::new("http://h:1", Vec::new());
+        let shown = format!("{config:?}");
+        assert!(shown.contains("api_key: None"), "{shown}");
+        assert!(shown.contains("url: \"http://h:1\""), "{shown}");
+        config.api_key = Some("sk-secret-123".into());
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("sk-secret-123"), "{shown}");
+        assert!(shown.contains("api_key: Some(\"<redacted>\")"), "{shown}");
     }
 
     #[test]

@@ -72,7 +72,7 @@ use crate::error::AgentError;
 use crate::template::{Template, TemplateFormat};
 
 /// How [`start`] serves a model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ServeConfig {
     /// The address to bind (loopback by default).
     pub host: IpAddr,
@@ -108,6 +108,43 @@ pub struct ServeConfig {
     /// (`/upload_weights`, `/update_weights_from_disk`, `/collective_rpc`) replace the served
     /// model, so a server reachable from other machines should have one.
     pub api_key: Option<String>,
+}
+
+/// Shows whether an API key is set, never the key.
+impl std::fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so that a new field is a compile error here until it is shown.
+        let ServeConfig {
+            host,
+            port,
+            model_name,
+            engines,
+            max_batch,
+            gather,
+            template,
+            max_body_bytes,
+            default_max_tokens,
+            max_choices,
+            max_in_flight,
+            model_dir,
+            api_key,
+        } = self;
+        f.debug_struct("ServeConfig")
+            .field("host", host)
+            .field("port", port)
+            .field("model_name", model_name)
+            .field("engines", engines)
+            .field("max_batch", max_batch)
+            .field("gather", gather)
+            .field("template", template)
+            .field("max_body_bytes", max_body_bytes)
+            .field("default_max_tokens", default_max_tokens)
+            .field("max_choices", max_choices)
+            .field("max_in_flight", max_in_flight)
+            .field("model_dir", model_dir)
+            .field("api_key", &crate::remote::redacted(api_key))
+            .finish()
+    }
 }
 
 impl ServeConfig {
@@ -1604,6 +1641,17 @@ fn render_chat(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_shows_whether_a_key_is_set_never_the_key() {
+        let mut config = ServeConfig::new("m");
+        assert!(format!("{config:?}").contains("api_key: None"));
+        config.api_key = Some("sk-secret-123".into());
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("sk-secret-123"), "{shown}");
+        assert!(shown.contains("api_key: Some(\"<redacted>\")"), "{shown}");
+        assert!(shown.contains("model_name: \"m\""), "{shown}");
+    }
 
     fn state(format: TemplateFormat) -> AppState {
         let mut config = ServeConfig::new("m");
