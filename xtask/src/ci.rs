@@ -17,7 +17,7 @@
 //!    Chromium for the run-report test and lavapipe are installed with apt-get first when absent;
 //! 6. the docs' snippets in a scratch project with path dependencies (`cargo xtask doc-snippets`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
@@ -53,7 +53,7 @@ fn clippy_driver() -> Result<PathBuf> {
 /// A `cargo test` with the CI features and clippy (warnings denied) as the workspace's
 /// compiler wrapper: `cargo clippy`'s own mechanism (`RUSTC_WORKSPACE_WRAPPER`, and its
 /// arguments in `CLIPPY_ARGS`, separated by `__CLIPPY_HACKERY__`), on a full build.
-fn linted_test(driver: &PathBuf) -> Command {
+fn linted_test(driver: &Path) -> Command {
     let mut cmd = cargo();
     cmd.args([
         "test",

@@ -21,6 +21,13 @@ pub(super) fn rstar(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// Runs `rstar` with `args`, asserts that it fails, and returns its stderr.
+fn refused(args: &[&str]) -> String {
+    let (ok, _, stderr) = rstar(args);
+    assert!(!ok, "rstar {args:?} succeeded: {stderr}");
+    stderr
+}
+
 #[test]
 fn smoke_run_writes_metrics_evaluations_checkpoints_and_the_table() {
     let dir = tempfile::tempdir().unwrap();
@@ -108,8 +115,7 @@ fn smoke_run_writes_metrics_evaluations_checkpoints_and_the_table() {
 
 #[test]
 fn a_bad_preset_is_named() {
-    let (ok, _, stderr) = rstar(&["train", "--preset", "huge", "--out", "/nonexistent/x"]);
-    assert!(!ok);
+    let stderr = refused(&["train", "--preset", "huge", "--out", "/nonexistent/x"]);
     assert!(
         stderr.contains("`preset`") && stderr.contains("huge"),
         "{stderr}"
@@ -118,19 +124,18 @@ fn a_bad_preset_is_named() {
 
 #[test]
 fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
-    let (ok, _, stderr) = rstar(&[
+    let stderr = refused(&[
         "train",
         "--preset",
         "rstar2-agent",
         "--out",
         "/nonexistent/x",
     ]);
-    assert!(!ok);
     assert!(
         stderr.contains("`init`") && stderr.contains("--model"),
         "{stderr}"
     );
-    let (ok, _, stderr) = rstar(&[
+    let stderr = refused(&[
         "train",
         "--preset",
         "rstar2-agent",
@@ -139,20 +144,17 @@ fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
         "--out",
         "/nonexistent/x",
     ]);
-    assert!(!ok);
     assert!(
         stderr.contains("`data`") && stderr.contains("--data"),
         "{stderr}"
     );
-    let (ok, _, stderr) = rstar(&["train", "--backend", "tpu", "--out", "/nonexistent/x"]);
-    assert!(!ok);
+    let stderr = refused(&["train", "--backend", "tpu", "--out", "/nonexistent/x"]);
     assert!(
         stderr.contains("`tpu`") && stderr.contains("`wgpu`") && stderr.contains("`gpu`"),
         "{stderr}"
     );
     // A precision that is not one names the two there are.
-    let (ok, _, stderr) = rstar(&["train", "--precision", "fp8", "--out", "/nonexistent/x"]);
-    assert!(!ok);
+    let stderr = refused(&["train", "--precision", "fp8", "--out", "/nonexistent/x"]);
     assert!(
         stderr.contains("`fp8` is not a precision") && stderr.contains("`bf16`"),
         "{stderr}"
@@ -160,8 +162,7 @@ fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
     // LibTorch is never built in CI: the refusal says how to build it.
     #[cfg(not(feature = "tch"))]
     {
-        let (ok, _, stderr) = rstar(&["train", "--backend", "tch", "--out", "/nonexistent/x"]);
-        assert!(!ok);
+        let stderr = refused(&["train", "--backend", "tch", "--out", "/nonexistent/x"]);
         assert!(
             stderr.contains("without the `tch` feature") && stderr.contains("LIBTORCH_CXX11_ABI=1"),
             "{stderr}"
@@ -171,8 +172,7 @@ fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
     // `cuda`).
     #[cfg(not(feature = "cuda"))]
     {
-        let (ok, _, stderr) = rstar(&["train", "--backend", "cuda", "--out", "/nonexistent/x"]);
-        assert!(!ok);
+        let stderr = refused(&["train", "--backend", "cuda", "--out", "/nonexistent/x"]);
         assert!(
             stderr.contains("without the `cuda` feature") && stderr.contains("--features cuda"),
             "{stderr}"
@@ -180,8 +180,7 @@ fn the_paper_preset_needs_a_model_and_data_and_backends_are_checked() {
     }
     #[cfg(not(feature = "wgpu"))]
     {
-        let (ok, _, stderr) = rstar(&["train", "--backend", "wgpu", "--out", "/nonexistent/x"]);
-        assert!(!ok);
+        let stderr = refused(&["train", "--backend", "wgpu", "--out", "/nonexistent/x"]);
         assert!(stderr.contains("without the `wgpu` feature"), "{stderr}");
     }
 }
@@ -222,14 +221,13 @@ fn roc_modes_are_chosen_on_the_command_line() {
     );
     assert!(line["kept"]["count"].as_u64().unwrap() <= 4, "{line}");
 
-    let (ok, _, stderr) = rstar(&["train", "--roc", "sometimes", "--out", "/nonexistent/x"]);
-    assert!(!ok);
+    let stderr = refused(&["train", "--roc", "sometimes", "--out", "/nonexistent/x"]);
     assert!(
         stderr.contains("--roc") && stderr.contains("sometimes"),
         "{stderr}"
     );
-    let (ok, _, stderr) = rstar(&["train", "--roc", "off", "--no-roc", "--out", "/x"]);
-    assert!(!ok && stderr.contains("--no-roc"), "{stderr}");
+    let stderr = refused(&["train", "--roc", "off", "--no-roc", "--out", "/x"]);
+    assert!(stderr.contains("--no-roc"), "{stderr}");
 }
 
 #[test]
