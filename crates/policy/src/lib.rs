@@ -56,6 +56,8 @@ pub mod alloc;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+#[cfg(feature = "flex")]
+mod fused;
 pub mod generate;
 pub mod logprobs;
 pub mod model;

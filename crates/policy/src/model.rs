@@ -102,6 +102,9 @@ pub struct Qwen {
     /// The compute precision (the parameters stay f32); see [`Qwen::with_precision`].
     #[module(skip)]
     pub precision: Precision,
+    /// Whether the fused CPU kernels run where they apply; see [`Qwen::with_fused_kernels`].
+    #[module(skip)]
+    pub fused_kernels: bool,
 }
 
 /// Per-layer cached keys and values for incremental decoding.
@@ -353,6 +356,7 @@ impl Qwen {
             lm_head,
             config,
             precision: Precision::F32,
+            fused_kernels: true,
         })
     }
 
@@ -435,6 +439,21 @@ impl Qwen {
         self
     }
 
+    /// The same model with the fused CPU kernels on (the default) or off.
+    ///
+    /// On Burn's `flex` backend in f32 (with the crate's `flex` feature), RMSNorm, SwiGLU, a
+    /// decoding step's attention over the KV cache, and under autodiff for sequences without
+    /// padding or a KV cache RoPE and the causal attention, each run as one op with a
+    /// hand-written backward pass instead of Burn's composition of elementwise ops: the same
+    /// values and gradients within f32 rounding, the training step about 2.5 times as fast
+    /// on two cores (`docs/benchmarks.md`, "policy: fused kernels on flex"). Elsewhere (other backends, bf16) the composed
+    /// ops run either way; off, they run everywhere, the reference the fused path is tested
+    /// against.
+    pub fn with_fused_kernels(mut self, on: bool) -> Self {
+        self.fused_kernels = on;
+        self
+    }
+
     /// The device the weights live on.
     pub fn device(&self) -> Device {
         self.embed_tokens.val().device()
@@ -513,6 +532,14 @@ impl Qwen {
             }
         }
         let dtype = self.precision.dtype();
+        let fused_norms = self.fused_kernels && dtype == FloatDType::F32;
+        // Fused RoPE and attention: under autodiff, the causal mask alone (no padding, no cache).
+        let fused_attention = fused_norms
+            && offset == 0
+            && !pads.iter().any(|&p| p > 0)
+            && cfg!(feature = "flex")
+            && self.embed_tokens.val().is_autodiff();
+        let host_tables = fused_attention.then(|| host_rope_tables(c, &pos));
         let (cos, sin) = rope_tables(c, pos, batch, seq, &device);
         let (cos, sin) = (cos.cast(dtype), sin.cast(dtype));
 
@@ -552,13 +579,16 @@ impl Qwen {
                 bias: bias.as_ref(),
                 c,
                 dtype,
+                fused_norms,
+                host_tables: host_tables.as_ref(),
+                pads,
             };
             x = layer.forward(x, &pass, kv);
         }
         if let Some(k) = cache {
             k.len = total;
         }
-        rms_norm(x, &self.norm, c.rms_norm_eps)
+        norm(x, &self.norm, c.rms_norm_eps, fused_norms)
     }
 }
 
@@ -569,19 +599,32 @@ impl DecoderLayer {
         pass: &Pass<'_>,
         kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
     ) -> Tensor<3> {
-        let (c, dtype) = (pass.c, pass.dtype);
-        let h = rms_norm(x.clone(), &self.input_layernorm, c.rms_norm_eps);
+        let (c, dtype, fused) = (pass.c, pass.dtype, pass.fused_norms);
+        let h = norm(x.clone(), &self.input_layernorm, c.rms_norm_eps, fused);
         let x = x + self.self_attn.forward(h, pass, kv);
-        let h = rms_norm(x.clone(), &self.post_attention_layernorm, c.rms_norm_eps);
-        x + self.mlp.forward(h, dtype)
+        let h = norm(
+            x.clone(),
+            &self.post_attention_layernorm,
+            c.rms_norm_eps,
+            fused,
+        );
+        x + self.mlp.forward(h, dtype, fused)
     }
 }
 
 impl Mlp {
-    fn forward(&self, x: Tensor<3>, dtype: FloatDType) -> Tensor<3> {
-        let gate = silu(linear(x.clone(), weight(&self.gate_proj, dtype), None));
+    fn forward(&self, x: Tensor<3>, dtype: FloatDType, fused: bool) -> Tensor<3> {
+        let gate = linear(x.clone(), weight(&self.gate_proj, dtype), None);
         let up = linear(x, weight(&self.up_proj, dtype), None);
-        linear(gate * up, weight(&self.down_proj, dtype), None)
+        #[cfg(feature = "flex")]
+        let product = fused.then(|| crate::fused::swiglu(&gate, &up)).flatten();
+        #[cfg(not(feature = "flex"))]
+        let product: Option<Tensor<3>> = {
+            let _ = fused;
+            None
+        };
+        let product = product.unwrap_or_else(|| silu(gate) * up);
+        linear(product, weight(&self.down_proj, dtype), None)
     }
 }
 
@@ -598,6 +641,9 @@ impl Attention {
             bias,
             c,
             dtype,
+            fused_norms,
+            host_tables,
+            ..
         } = *pass;
         let [b, t, _] = x.dims();
         let x_tracked = x.is_autodiff();
@@ -611,9 +657,26 @@ impl Attention {
         let mut k = proj(&self.k_proj, &self.k_bias, kvh); // [b, t, kvh, hd]
         let v = proj(&self.v_proj, &self.v_bias, kvh).swap_dims(1, 2); // [b, kvh, t, hd]
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
-            q = rms_norm(q, qn, c.rms_norm_eps);
-            k = rms_norm(k, kn, c.rms_norm_eps);
+            q = norm(q, qn, c.rms_norm_eps, fused_norms);
+            k = norm(k, kn, c.rms_norm_eps, fused_norms);
         }
+        #[cfg(feature = "flex")]
+        if let (true, Some((cos, sin))) = (x_tracked, host_tables) {
+            // Training and scoring only: inference keeps the backend's attention below, whose
+            // result for a row does not depend on the other rows' padding (generation in
+            // batches of any size gives the same tokens). One op each for RoPE (which also
+            // moves heads first) and the causal attention; `None` (not f32 on flex) falls
+            // through to the composed ops below.
+            let fused = crate::fused::rope(&q, cos, sin).and_then(|q| {
+                let k = crate::fused::rope(&k, cos, sin)?;
+                crate::fused::causal_attention(&q, &k, &v, 1.0 / (hd as f32).sqrt())
+            });
+            if let Some(out) = fused {
+                return linear(out, weight(&self.o_proj, dtype), None);
+            }
+        }
+        #[cfg(not(feature = "flex"))]
+        let _ = host_tables;
         let q = rope(q.swap_dims(1, 2), cos, sin); // [b, h, t, hd]
         let k = rope(k.swap_dims(1, 2), cos, sin); // [b, kvh, t, hd]
         let (k, v) = match kv {
@@ -628,6 +691,14 @@ impl Attention {
             None => (k, v),
         };
         let tk = k.dims()[2];
+        #[cfg(feature = "flex")]
+        if !x_tracked && t == 1 && fused_norms {
+            // A decoding step over the cache: one op, reading the grouped K/V in place.
+            let scale = 1.0 / (hd as f32).sqrt();
+            if let Some(out) = crate::fused::decode_attention(&q, &k, &v, pass.pads, scale) {
+                return linear(out, weight(&self.o_proj, dtype), None);
+            }
+        }
         if !x_tracked {
             // Inference: the backend's fused attention (flex has naive and flash
             // kernels that never materialise the bias-added scores twice). It wants
@@ -682,6 +753,54 @@ struct Pass<'a> {
     bias: Option<&'a Tensor<4>>,
     c: &'a QwenConfig,
     dtype: FloatDType,
+    /// Whether RMSNorm and SwiGLU try the fused kernels.
+    fused_norms: bool,
+    /// RoPE's host tables when RoPE and attention try the fused kernels.
+    host_tables: Option<&'a HostTables>,
+    /// Each row's left padding.
+    pads: &'a [usize],
+}
+
+/// RoPE's cos and signed sin `[batch, seq, head_dim]` on the host, for the fused kernels.
+#[cfg(feature = "flex")]
+type HostTables = (crate::fused::Table, crate::fused::Table);
+#[cfg(not(feature = "flex"))]
+type HostTables = ();
+
+/// [`rope_tables`]' values on the host (`pos` is `[batch·seq]`), for the fused RoPE.
+#[cfg(feature = "flex")]
+fn host_rope_tables(c: &QwenConfig, pos: &[f32]) -> HostTables {
+    let (hd, half) = (c.head_dim, c.head_dim / 2);
+    let inv_freq: Vec<f32> = (0..half)
+        .map(|j| (1.0 / c.rope_theta.powf(2.0 * j as f64 / hd as f64)) as f32)
+        .collect();
+    let mut cos = Vec::with_capacity(pos.len() * hd);
+    let mut sin = Vec::with_capacity(pos.len() * hd);
+    for &p in pos {
+        let angles = inv_freq.iter().map(|&f| p * f);
+        let (c1, s1): (Vec<f32>, Vec<f32>) = angles.map(|a| (a.cos(), a.sin())).unzip();
+        cos.extend_from_slice(&c1);
+        cos.extend_from_slice(&c1);
+        sin.extend(s1.iter().map(|s| -s));
+        sin.extend_from_slice(&s1);
+    }
+    (
+        crate::fused::Table(std::sync::Arc::new(cos)),
+        crate::fused::Table(std::sync::Arc::new(sin)),
+    )
+}
+
+#[cfg(not(feature = "flex"))]
+fn host_rope_tables(_: &QwenConfig, _: &[f32]) -> HostTables {}
+
+/// RMSNorm through the fused kernel when asked and it applies, else [`rms_norm`].
+fn norm<const D: usize>(x: Tensor<D>, w: &Param<Tensor<1>>, eps: f64, fused: bool) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if fused && let Some(y) = crate::fused::rms_norm(&x, &w.val(), eps) {
+        return y;
+    }
+    let _ = fused;
+    rms_norm(x, w, eps)
 }
 
 /// A parameter in the compute dtype: itself in f32, a cast (tracked, so the gradient reaches the

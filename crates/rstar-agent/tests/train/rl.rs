@@ -102,8 +102,10 @@ fn weights(model: &Qwen) -> Vec<f32> {
 fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
     let ts = tasks(4, 8);
     // A policy trained on these problems: at temperature 1 it solves some samples and not
-    // others, so some groups survive equal-reward rejection.
-    let model = overfit_trainable(&ts, 150);
+    // others, so some groups survive equal-reward rejection. (Trained longer it gets sure of
+    // itself: after 150 steps every group of 8 was unanimous once the fused kernels moved the
+    // weights' last bits; `surviving > 0` below says so if that happens again.)
+    let model = overfit_trainable(&ts, 100);
     let mut options = TrainConfig::smoke().rl;
     options.group_size = 4;
     options.prompts_per_step = 4;

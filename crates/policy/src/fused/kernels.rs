@@ -1,0 +1,576 @@
+//! The fused kernels on host slices: one pass where Burn's composed ops make several.
+//!
+//! Every function here is a plain loop over contiguous row-major `f32` slices, parallel over
+//! rows with rayon, and written so that the compiler vectorises the inner loops (no branches
+//! on values, no libm calls: [`exp`] is a polynomial). Their formulas are the backward passes
+//! of the compositions in `model.rs`, written out by hand; `tests` checks each against finite
+//! differences and the module tests in `fused` check the whole model against Burn's autodiff.
+
+use rayon::prelude::*;
+
+/// Rows per rayon task: enough work per task that scheduling costs nothing next to it.
+fn rows_per_task(row_len: usize) -> usize {
+    (16_384 / row_len.max(1)).max(1)
+}
+
+/// `e^x` to about 2 ulp for `x` in `[-87, 88]` (clamped outside, so it never overflows and
+/// never takes libm's slow underflow path): `x = k·ln 2 + r`, `e^r` by its Taylor series to
+/// r⁶ on `|r| ≤ ln 2 / 2`, `2^k` from the exponent bits.
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    // 1.5·2²³: adding and subtracting it rounds to the nearest integer in f32.
+    const ROUND: f32 = 12_582_912.0;
+    let x = x.clamp(-87.0, 88.0);
+    let k = (x * LOG2E + ROUND) - ROUND;
+    let r = x - k * LN2_HI - k * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let bits = ((k as i32 + 127) as u32) << 23;
+    p * f32::from_bits(bits)
+}
+
+/// `Σ a·b` in eight interleaved partial sums (a fixed order, so the same bits every time),
+/// which the compiler can keep in vector registers: a plain `sum()` must add in sequence.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
+}
+
+/// `Σ a` in eight interleaved partial sums, as [`dot`].
+#[inline(always)]
+fn sum(a: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let chunks = a.chunks_exact(8);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for x in chunks {
+        for i in 0..8 {
+            acc[i] += x[i];
+        }
+    }
+    (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
+}
+
+/// The logistic function through [`exp`].
+#[inline(always)]
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + exp(-x))
+}
+
+/// RMSNorm over rows of `n`: `y = x · w / sqrt(mean(x²) + eps)`. Returns `y` and each row's
+/// `1 / sqrt(mean(x²) + eps)` for the backward.
+pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>) {
+    let n = w.len();
+    let rows = x.len() / n;
+    let mut y = vec![0.0; x.len()];
+    let mut inv = vec![0.0; rows];
+    let chunk = rows_per_task(n);
+    y.par_chunks_mut(chunk * n)
+        .zip(inv.par_chunks_mut(chunk))
+        .zip(x.par_chunks(chunk * n))
+        .for_each(|((y, inv), x)| {
+            for ((y, inv), x) in y.chunks_mut(n).zip(inv.iter_mut()).zip(x.chunks(n)) {
+                let ss = dot(x, x);
+                let r = 1.0 / (ss / n as f32 + eps).sqrt();
+                *inv = r;
+                for ((y, x), w) in y.iter_mut().zip(x).zip(w) {
+                    *y = x * r * w;
+                }
+            }
+        });
+    (y, inv)
+}
+
+/// The backward of [`rms_norm`]: with `g = dy · w`,
+/// `dx = r·g − x · r³ · Σ(g·x) / n` and `dw = Σ_rows dy · x · r`.
+pub(crate) fn rms_norm_backward(
+    x: &[f32],
+    w: &[f32],
+    inv: &[f32],
+    dy: &[f32],
+) -> (Vec<f32>, Vec<f32>) {
+    let n = w.len();
+    let mut dx = vec![0.0; x.len()];
+    let chunk = rows_per_task(n);
+    let partial = dx
+        .par_chunks_mut(chunk * n)
+        .zip(x.par_chunks(chunk * n))
+        .zip(dy.par_chunks(chunk * n))
+        .zip(inv.par_chunks(chunk))
+        .map(|(((dx, x), dy), inv)| {
+            let mut dw = vec![0.0f32; n];
+            let mut g = vec![0.0f32; n];
+            for (((dx, x), dy), &r) in dx.chunks_mut(n).zip(x.chunks(n)).zip(dy.chunks(n)).zip(inv)
+            {
+                for (((g, dw), (&x, &dy)), &w) in
+                    g.iter_mut().zip(dw.iter_mut()).zip(x.iter().zip(dy)).zip(w)
+                {
+                    *g = dy * w;
+                    *dw += dy * x * r;
+                }
+                let c = r * r * r * dot(&g, x) / n as f32;
+                for ((dx, &g), &x) in dx.iter_mut().zip(&g).zip(x) {
+                    *dx = r * g - x * c;
+                }
+            }
+            dw
+        })
+        .collect::<Vec<_>>();
+    // Summed in chunk order, not in rayon's reduction tree (which follows work stealing): the
+    // same bits on every run and with any number of threads.
+    let dw = partial.into_iter().fold(vec![0.0; n], |mut a, b| {
+        for (a, b) in a.iter_mut().zip(&b) {
+            *a += b;
+        }
+        a
+    });
+    (dx, dw)
+}
+
+/// SwiGLU's product: `silu(g) · u`.
+pub(crate) fn swiglu(g: &[f32], u: &[f32]) -> Vec<f32> {
+    let mut z = vec![0.0; g.len()];
+    z.par_chunks_mut(16_384)
+        .zip(g.par_chunks(16_384).zip(u.par_chunks(16_384)))
+        .for_each(|(z, (g, u))| {
+            for ((z, &g), &u) in z.iter_mut().zip(g).zip(u) {
+                *z = g * sigmoid(g) * u;
+            }
+        });
+    z
+}
+
+/// The backward of [`swiglu`]: `du = dz · silu(g)`, `dg = dz · u · σ(g)·(1 + g·(1 − σ(g)))`.
+pub(crate) fn swiglu_backward(g: &[f32], u: &[f32], dz: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let mut dg = vec![0.0; g.len()];
+    let mut du = vec![0.0; g.len()];
+    dg.par_chunks_mut(16_384)
+        .zip(du.par_chunks_mut(16_384))
+        .zip(g.par_chunks(16_384).zip(u.par_chunks(16_384)))
+        .zip(dz.par_chunks(16_384))
+        .for_each(|(((dg, du), (g, u)), dz)| {
+            for ((((dg, du), &g), &u), &dz) in dg.iter_mut().zip(du).zip(g).zip(u).zip(dz) {
+                let s = sigmoid(g);
+                *du = dz * g * s;
+                *dg = dz * u * s * (1.0 + g * (1.0 - s));
+            }
+        });
+    (dg, du)
+}
+
+/// Rotary embedding in the rotate-half layout, moving heads before positions:
+/// `x [b, t, heads, hd]` → `y [b, heads, t, hd]` with
+/// `y[j] = x[j]·cos[j] + x[j ± hd/2]·sin[j]` (`sin` carries rotate-half's sign, as
+/// `model::rope_tables` builds it); `cos` and `sin` are `[b, t, hd]`.
+pub(crate) fn rope(x: &[f32], cos: &[f32], sin: &[f32], dims: [usize; 4]) -> Vec<f32> {
+    let [b, t, heads, hd] = dims;
+    let half = hd / 2;
+    let mut y = vec![0.0; x.len()];
+    // One task per (batch row, head): `t` output rows of `hd`.
+    y.par_chunks_mut(t * hd).enumerate().for_each(|(bh, y)| {
+        let (r, h) = (bh / heads, bh % heads);
+        for (i, y) in y.chunks_mut(hd).enumerate() {
+            let x = &x[((r * t + i) * heads + h) * hd..][..hd];
+            let c = &cos[(r * t + i) * hd..][..hd];
+            let s = &sin[(r * t + i) * hd..][..hd];
+            for j in 0..half {
+                y[j] = x[j] * c[j] + x[j + half] * s[j];
+                y[j + half] = x[j + half] * c[j + half] + x[j] * s[j + half];
+            }
+        }
+    });
+    let _ = b;
+    y
+}
+
+/// The backward of [`rope`]: `dy [b, heads, t, hd]` → `dx [b, t, heads, hd]` with
+/// `dx[j] = dy[j]·cos[j] + dy[j ± hd/2]·sin[j ± hd/2]`.
+pub(crate) fn rope_backward(dy: &[f32], cos: &[f32], sin: &[f32], dims: [usize; 4]) -> Vec<f32> {
+    let [_, t, heads, hd] = dims;
+    let half = hd / 2;
+    let mut dx = vec![0.0; dy.len()];
+    // One task per (batch row, position): `heads` rows of `hd`.
+    dx.par_chunks_mut(heads * hd)
+        .enumerate()
+        .for_each(|(ri, dx)| {
+            let (r, i) = (ri / t, ri % t);
+            let c = &cos[ri * hd..][..hd];
+            let s = &sin[ri * hd..][..hd];
+            for (h, dx) in dx.chunks_mut(hd).enumerate() {
+                let dy = &dy[((r * heads + h) * t + i) * hd..][..hd];
+                for j in 0..half {
+                    dx[j] = dy[j] * c[j] + dy[j + half] * s[j + half];
+                    dx[j + half] = dy[j + half] * c[j + half] + dy[j] * s[j];
+                }
+            }
+        });
+    dx
+}
+
+/// Causal softmax in place over score rows of length `t`, `scale` applied first: row `q` of
+/// each `[rows, t]` block is query position `q % t` and keeps keys `0..=q % t`; the masked
+/// keys become exactly 0 (their exponentials are never computed).
+pub(crate) fn causal_softmax(scores: &mut [f32], t: usize, scale: f32) {
+    let per_task = rows_per_task(t).min(t);
+    scores
+        .par_chunks_mut(t * per_task)
+        .enumerate()
+        .for_each(|(task, rows)| {
+            for (k, row) in rows.chunks_mut(t).enumerate() {
+                let q = (task * per_task + k) % t;
+                let (live, masked) = row.split_at_mut(q + 1);
+                let max = live.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) * scale;
+                for v in live.iter_mut() {
+                    *v = exp(*v * scale - max);
+                }
+                let norm = 1.0 / sum(live);
+                for v in live.iter_mut() {
+                    *v *= norm;
+                }
+                masked.fill(0.0);
+            }
+        });
+}
+
+/// The backward of [`causal_softmax`] in place: `dp` becomes
+/// `ds = scale · p · (dp − Σ p·dp)` on the live keys, 0 on the masked ones.
+pub(crate) fn causal_softmax_backward(p: &[f32], dp: &mut [f32], t: usize, scale: f32) {
+    let per_task = rows_per_task(t).min(t);
+    dp.par_chunks_mut(t * per_task)
+        .zip(p.par_chunks(t * per_task))
+        .enumerate()
+        .for_each(|(task, (dp, p))| {
+            for (k, (dp, p)) in dp.chunks_mut(t).zip(p.chunks(t)).enumerate() {
+                let q = (task * per_task + k) % t;
+                let (live, masked) = dp.split_at_mut(q + 1);
+                let p = &p[..=q];
+                let dp_p = dot(live, p);
+                for (d, &p) in live.iter_mut().zip(p) {
+                    *d = scale * p * (*d - dp_p);
+                }
+                masked.fill(0.0);
+            }
+        });
+}
+
+/// One decoding step's attention over a KV cache, for inference: `q [b, heads, hd]` (the new
+/// token of each row, RoPE applied), `k`, `v [b, kv_heads, len, hd]` (the cache, the new token
+/// last) → `[b, heads·hd]`. Row `r` attends to slots `pads[r]..len` (its left padding is
+/// masked); query head `kv·g + j` uses KV head `kv`. Per row and head, the scores, their
+/// softmax and the weighted sum run over the live slots in slot order, so a row's result does
+/// not depend on the other rows or on how much padding it carries.
+pub(crate) fn decode_attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    pads: &[usize],
+    dims: [usize; 5],
+    scale: f32,
+) -> Vec<f32> {
+    let [_, heads, kv_heads, len, hd] = dims;
+    let g = heads / kv_heads;
+    let mut out = vec![0.0; q.len()];
+    out.par_chunks_mut(heads * hd)
+        .zip(q.par_chunks(heads * hd))
+        .enumerate()
+        .for_each(|(r, (out, q))| {
+            let mut scores = vec![0.0f32; len];
+            for (h, (out, q)) in out.chunks_mut(hd).zip(q.chunks(hd)).enumerate() {
+                let base = (r * kv_heads + h / g) * len * hd;
+                let (k, v) = (&k[base..][..len * hd], &v[base..][..len * hd]);
+                let live = &mut scores[pads[r].min(len)..];
+                let keys = k.chunks(hd).skip(pads[r]);
+                let mut max = f32::NEG_INFINITY;
+                for (s, key) in live.iter_mut().zip(keys) {
+                    *s = dot(key, q) * scale;
+                    max = max.max(*s);
+                }
+                for s in live.iter_mut() {
+                    *s = exp(*s - max);
+                }
+                let norm = 1.0 / sum(live);
+                out.fill(0.0);
+                for (&p, value) in live.iter().zip(v.chunks(hd).skip(pads[r])) {
+                    let w = p * norm;
+                    for (o, x) in out.iter_mut().zip(value) {
+                        *o += w * x;
+                    }
+                }
+            }
+        });
+    out
+}
+
+/// `[b, heads, t, hd]` → `[b, t, heads·hd]`.
+pub(crate) fn heads_last(x: &[f32], dims: [usize; 4]) -> Vec<f32> {
+    let [_, heads, t, hd] = dims;
+    let mut y = vec![0.0; x.len()];
+    y.par_chunks_mut(heads * hd)
+        .enumerate()
+        .for_each(|(ri, y)| {
+            let (r, i) = (ri / t, ri % t);
+            for (h, y) in y.chunks_mut(hd).enumerate() {
+                y.copy_from_slice(&x[((r * heads + h) * t + i) * hd..][..hd]);
+            }
+        });
+    y
+}
+
+/// `[b, t, heads·hd]` → `[b, heads, t, hd]`, the inverse of [`heads_last`].
+pub(crate) fn heads_first(x: &[f32], dims: [usize; 4]) -> Vec<f32> {
+    let [_, heads, t, hd] = dims;
+    let mut y = vec![0.0; x.len()];
+    y.par_chunks_mut(t * hd).enumerate().for_each(|(rh, y)| {
+        let (r, h) = (rh / heads, rh % heads);
+        for (i, y) in y.chunks_mut(hd).enumerate() {
+            y.copy_from_slice(&x[(r * t + i) * heads * hd + h * hd..][..hd]);
+        }
+    });
+    y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic pseudo-random vector in [-scale, scale].
+    fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s as f32 / u32::MAX as f32 * 2.0 - 1.0) * scale
+            })
+            .collect()
+    }
+
+    #[test]
+    fn exp_matches_libm() {
+        for i in -8700..=8800 {
+            let x = i as f32 / 100.0;
+            let (ours, libm) = (exp(x), x.exp());
+            assert!(
+                ((ours - libm) / libm).abs() < 4e-7,
+                "exp({x}) = {ours}, libm {libm}"
+            );
+        }
+        // Clamped, never infinite or NaN.
+        assert!(exp(-1e30) >= 0.0 && exp(-1e30) < 1e-37);
+        assert!(exp(1e30).is_finite());
+    }
+
+    /// Σ dy·f(x + h·e_i) − Σ dy·f(x − h·e_i) over 2h, for each i: the directional derivative
+    /// that `backward(dy)` must give.
+    fn numeric(f: impl Fn(&[f32]) -> Vec<f32>, x: &[f32], dy: &[f32]) -> Vec<f32> {
+        let h = 1e-2f32;
+        (0..x.len())
+            .map(|i| {
+                let (mut a, mut b) = (x.to_vec(), x.to_vec());
+                a[i] += h;
+                b[i] -= h;
+                let (fa, fb) = (f(&a), f(&b));
+                let dot = |f: &[f32]| -> f64 {
+                    f.iter()
+                        .zip(dy)
+                        .map(|(f, d)| f64::from(*f) * f64::from(*d))
+                        .sum()
+                };
+                ((dot(&fa) - dot(&fb)) / (2.0 * f64::from(h))) as f32
+            })
+            .collect()
+    }
+
+    fn assert_close(ours: &[f32], reference: &[f32], tol: f32, what: &str) {
+        assert_eq!(ours.len(), reference.len(), "{what}: length");
+        for (i, (a, b)) in ours.iter().zip(reference).enumerate() {
+            assert!(
+                (a - b).abs() <= tol * (1.0 + b.abs()),
+                "{what}[{i}]: {a} vs {b}"
+            );
+        }
+    }
+
+    #[test]
+    fn rms_norm_matches_its_formula_and_finite_differences() {
+        let (rows, n) = (5, 8);
+        let x = values(rows * n, 1, 2.0);
+        let w = values(n, 2, 1.0);
+        let dy = values(rows * n, 3, 1.0);
+        let (y, inv) = rms_norm(&x, &w, 1e-6);
+        for r in 0..rows {
+            let row = &x[r * n..][..n];
+            let ms: f32 = row.iter().map(|v| v * v).sum::<f32>() / n as f32;
+            for j in 0..n {
+                let want = row[j] / (ms + 1e-6).sqrt() * w[j];
+                assert!((y[r * n + j] - want).abs() < 1e-5);
+            }
+        }
+        let (dx, dw) = rms_norm_backward(&x, &w, &inv, &dy);
+        assert_close(
+            &dx,
+            &numeric(|x| rms_norm(x, &w, 1e-6).0, &x, &dy),
+            2e-2,
+            "dx",
+        );
+        assert_close(
+            &dw,
+            &numeric(|w| rms_norm(&x, w, 1e-6).0, &w, &dy),
+            2e-2,
+            "dw",
+        );
+    }
+
+    #[test]
+    fn rms_norm_backward_has_the_same_bits_with_any_number_of_threads() {
+        // Enough rows for many rayon tasks, whose partial gain gradients are summed.
+        let (rows, n) = (3000, 32);
+        let x = values(rows * n, 14, 2.0);
+        let w = values(n, 15, 1.0);
+        let dy = values(rows * n, 16, 1.0);
+        let (_, inv) = rms_norm(&x, &w, 1e-6);
+        let run = |threads| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("pool");
+            pool.install(|| rms_norm_backward(&x, &w, &inv, &dy))
+        };
+        let one = run(1);
+        for threads in [2, 3, 8] {
+            assert_eq!(run(threads), one, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn swiglu_matches_finite_differences() {
+        let g = values(40, 4, 4.0);
+        let u = values(40, 5, 2.0);
+        let dz = values(40, 6, 1.0);
+        let z = swiglu(&g, &u);
+        for i in 0..40 {
+            let want = g[i] / (1.0 + (-g[i]).exp()) * u[i];
+            assert!((z[i] - want).abs() < 1e-5, "{} vs {want}", z[i]);
+        }
+        let (dg, du) = swiglu_backward(&g, &u, &dz);
+        assert_close(&dg, &numeric(|g| swiglu(g, &u), &g, &dz), 2e-2, "dg");
+        assert_close(&du, &numeric(|u| swiglu(&g, u), &u, &dz), 2e-2, "du");
+    }
+
+    #[test]
+    fn rope_moves_heads_and_its_backward_is_the_transpose() {
+        let dims = [2, 3, 2, 4];
+        let n = dims.iter().product();
+        let x = values(n, 7, 1.0);
+        let cos = values(2 * 3 * 4, 8, 1.0);
+        let sin = values(2 * 3 * 4, 9, 1.0);
+        let y = rope(&x, &cos, &sin, dims);
+        // Row 1, position 2, head 1, component 0 (first half: partner 0 + 2).
+        let xi = |r: usize, i: usize, h: usize, j: usize| x[((r * 3 + i) * 2 + h) * 4 + j];
+        let ci = |r: usize, i: usize, j: usize| (r * 3 + i) * 4 + j;
+        let want = xi(1, 2, 1, 0) * cos[ci(1, 2, 0)] + xi(1, 2, 1, 2) * sin[ci(1, 2, 0)];
+        assert!((y[((2 + 1) * 3 + 2) * 4] - want).abs() < 1e-6);
+        let dy = values(n, 10, 1.0);
+        let dx = rope_backward(&dy, &cos, &sin, dims);
+        assert_close(
+            &dx,
+            &numeric(|x| rope(x, &cos, &sin, dims), &x, &dy),
+            1e-3,
+            "dx",
+        );
+    }
+
+    #[test]
+    fn causal_softmax_masks_the_future_and_its_backward_matches() {
+        let t = 5;
+        let s = values(2 * t * t, 11, 3.0);
+        let softmax = |s: &[f32]| {
+            let mut p = s.to_vec();
+            causal_softmax(&mut p, t, 0.5);
+            p
+        };
+        let p = softmax(&s);
+        for (row, p) in p.chunks(t).enumerate() {
+            let q = row % t;
+            let live: Vec<f32> = s[row * t..][..=q].iter().map(|v| (v * 0.5).exp()).collect();
+            let sum: f32 = live.iter().sum();
+            for j in 0..t {
+                let want = if j <= q { live[j] / sum } else { 0.0 };
+                assert!((p[j] - want).abs() < 1e-6, "row {row} key {j}");
+            }
+        }
+        let dp = values(2 * t * t, 12, 1.0);
+        let mut ds = dp.clone();
+        causal_softmax_backward(&p, &mut ds, t, 0.5);
+        assert_close(&ds, &numeric(softmax, &s, &dp), 1e-3, "ds");
+    }
+
+    #[test]
+    fn decode_attention_is_the_softmax_weighted_sum_over_the_live_slots() {
+        let (b, heads, kvh, len, hd) = (2, 4, 2, 5, 3);
+        let q = values(b * heads * hd, 17, 1.0);
+        let k = values(b * kvh * len * hd, 18, 1.0);
+        let v = values(b * kvh * len * hd, 19, 1.0);
+        let pads = [0, 2];
+        let out = decode_attention(&q, &k, &v, &pads, [b, heads, kvh, len, hd], 0.7);
+        for r in 0..b {
+            for h in 0..heads {
+                let kv = h / 2;
+                let at = |t: &[f32], j: usize, d: usize| t[((r * kvh + kv) * len + j) * hd + d];
+                let qi = |d: usize| q[(r * heads + h) * hd + d];
+                let w: Vec<f64> = (pads[r]..len)
+                    .map(|j| {
+                        f64::from(0.7 * (0..hd).map(|d| qi(d) * at(&k, j, d)).sum::<f32>()).exp()
+                    })
+                    .collect();
+                let total: f64 = w.iter().sum();
+                for d in 0..hd {
+                    let want: f64 = (pads[r]..len)
+                        .zip(&w)
+                        .map(|(j, w)| w / total * f64::from(at(&v, j, d)))
+                        .sum();
+                    let got = out[(r * heads + h) * hd + d];
+                    assert!(
+                        (f64::from(got) - want).abs() < 1e-5,
+                        "row {r} head {h}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+        // The padded row's result does not depend on what sits in its padding.
+        let mut k2 = k.clone();
+        k2[(kvh * len) * hd] = 1e6;
+        assert_eq!(
+            decode_attention(&q, &k2, &v, &pads, [b, heads, kvh, len, hd], 0.7),
+            out
+        );
+    }
+
+    #[test]
+    fn heads_first_inverts_heads_last() {
+        let dims = [2, 3, 4, 5];
+        let x = values(2 * 3 * 4 * 5, 13, 1.0);
+        let y = heads_last(&x, dims);
+        // [r=1, h=2, i=3, j=4] lands at [r=1, i=3, h=2, j=4].
+        assert_eq!(y[((4 + 3) * 3 + 2) * 5 + 4], x[((3 + 2) * 4 + 3) * 5 + 4]);
+        assert_eq!(heads_first(&y, dims), x);
+    }
+}

@@ -1,0 +1,633 @@
+//! Fused CPU kernels for the decoder on Burn's `flex` backend, with hand-written backward
+//! passes registered in Burn's autodiff graph.
+//!
+//! Burn composes RMSNorm, SwiGLU, RoPE and the attention softmax from elementwise ops, each a
+//! full pass over an activation-sized tensor forward and more backward, and its `exp` is
+//! libm's scalar one, which on masked attention scores takes the slow underflow path. On two
+//! cores that overhead cost more than the matmuls (`docs/benchmarks.md`, "policy"). Here each
+//! is one op: [`rms_norm`], [`swiglu`], [`rope`] and [`causal_attention`] run the
+//! loops of `kernels` (rayon over rows, a vectorisable polynomial `exp`, the causal half
+//! only) and the attention's matmuls through flex's GEMM. On an autodiff device they record
+//! one node each whose backward is written out in `kernels`. [`decode_attention`] is one
+//! decoding step's attention over the KV cache, for inference only.
+//!
+//! Every function returns `None` when its inputs are not `f32` tensors on `flex` (plain or
+//! under `Autodiff<Flex>` without gradient checkpointing): the caller then runs Burn's
+//! composed ops, which stay the reference. `model.rs` uses them unless
+//! [`crate::Qwen::with_fused_kernels`] turned them off; the tests below compare every
+//! parameter's gradient with them on and off.
+
+mod kernels;
+
+use std::fmt;
+use std::sync::Arc;
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
+use burn::backend::ops::FloatTensorOps;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::{DType, Shape, Tensor, TensorData};
+
+type Ad = Autodiff<Flex, NoCheckpointing>;
+type AdTensor = FloatTensor<Ad>;
+
+/// A float tensor as one of the two primitives the kernels run on.
+enum Prim {
+    /// Under autodiff: the tracked tensor (its node and its flex primitive).
+    Tracked(AdTensor),
+    /// A plain flex tensor.
+    Plain(FlexTensor),
+}
+
+/// `t` as a primitive the kernels accept, or `None` (another backend, another dtype).
+fn prim<const D: usize>(t: &Tensor<D>) -> Option<Prim> {
+    if t.dtype() != DType::F32 {
+        return None;
+    }
+    if let Ok(p) = t.clone().try_into_primitive::<Ad>() {
+        return Some(Prim::Tracked(p));
+    }
+    t.clone().try_into_primitive::<Flex>().ok().map(Prim::Plain)
+}
+
+/// The contiguous `f32` data of a flex tensor (a copy only when it is a strided view).
+fn host(t: &FlexTensor) -> std::borrow::Cow<'_, [f32]> {
+    match t.as_slice::<f32>() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(
+            t.to_contiguous()
+                .as_slice::<f32>()
+                .expect("contiguous")
+                .to_vec(),
+        ),
+    }
+}
+
+/// The elements of a tensor this op just made, mutably (made contiguous first if it is not).
+fn elements_mut(t: &mut FlexTensor) -> &mut [f32] {
+    if !(t.is_contiguous() && t.layout().start_offset() == 0) {
+        *t = t.to_contiguous();
+    }
+    let n = t.layout().shape().num_elements();
+    &mut t.storage_mut::<f32>()[..n]
+}
+
+fn flex(data: Vec<f32>, shape: &[usize]) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(data, shape.to_vec()))
+}
+
+fn shape_of(t: &FlexTensor) -> Vec<usize> {
+    t.layout().shape().to_vec()
+}
+
+/// Registers `grad` for a parent node that wants one (`ops.parents[i]`).
+macro_rules! register {
+    ($grads:expr, $parent:expr, $grad:expr) => {
+        if let Some(node) = $parent {
+            $grads.register::<Flex>(node.id, $grad);
+        }
+    };
+}
+
+/// Records a compute-bound op with `backward` over `inputs`: `forward` gives its output and
+/// the state the backward needs (dropped when nothing upstream is tracked).
+fn record<const N: usize, O: Backward<Flex, N>>(
+    op: O,
+    inputs: [&AdTensor; N],
+    forward: impl FnOnce() -> (FlexTensor, O::State),
+) -> AdTensor {
+    match op
+        .prepare::<NoCheckpointing>(inputs.map(|t| t.node()))
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let (out, state) = forward();
+            prep.finish(state, out)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(forward().0),
+    }
+}
+
+/// Host tables shared by every layer of one pass (RoPE's cos and signed sin).
+#[derive(Clone)]
+pub(crate) struct Table(pub(crate) Arc<Vec<f32>>);
+
+impl fmt::Debug for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Table({} values)", self.0.len())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RMSNorm
+
+/// `x · w / sqrt(mean(x²) + eps)` over the last axis (`w` as wide as it).
+pub(crate) fn rms_norm<const D: usize>(
+    x: &Tensor<D>,
+    w: &Tensor<1>,
+    eps: f64,
+) -> Option<Tensor<D>> {
+    let eps = eps as f32;
+    match (prim(x)?, prim(w)?) {
+        (Prim::Plain(x), Prim::Plain(w)) => {
+            let (y, _) = kernels::rms_norm(&host(&x), &host(&w), eps);
+            Some(Tensor::from_primitive::<Flex>(flex(y, &shape_of(&x))))
+        }
+        (Prim::Tracked(x), Prim::Tracked(w)) => {
+            let out = record(RmsNorm, [&x, &w], || {
+                let (xp, wp) = (x.primitive().clone(), w.primitive().clone());
+                let (y, inv) = kernels::rms_norm(&host(&xp), &host(&wp), eps);
+                let y = flex(y, &shape_of(&xp));
+                (
+                    y,
+                    RmsNormState {
+                        x: xp,
+                        w: wp,
+                        inv: Table(Arc::new(inv)),
+                    },
+                )
+            });
+            Some(Tensor::from_primitive::<Ad>(out))
+        }
+        _ => None,
+    }
+}
+
+#[derive(Debug)]
+struct RmsNorm;
+
+#[derive(Debug, Clone)]
+struct RmsNormState {
+    x: FlexTensor,
+    w: FlexTensor,
+    inv: Table,
+}
+
+impl Backward<Flex, 2> for RmsNorm {
+    type State = RmsNormState;
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dy = grads.consume::<Flex>(&ops.node);
+        let RmsNormState { x, w, inv } = ops.state;
+        let (dx, dw) = kernels::rms_norm_backward(&host(&x), &host(&w), &inv.0, &host(&dy));
+        let [px, pw] = ops.parents;
+        register!(grads, px, flex(dx, &shape_of(&x)));
+        register!(grads, pw, flex(dw, &shape_of(&w)));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SwiGLU
+
+/// `silu(g) · u`, elementwise (same shapes).
+pub(crate) fn swiglu<const D: usize>(g: &Tensor<D>, u: &Tensor<D>) -> Option<Tensor<D>> {
+    if g.dims() != u.dims() {
+        return None;
+    }
+    match (prim(g)?, prim(u)?) {
+        (Prim::Plain(g), Prim::Plain(u)) => {
+            let z = kernels::swiglu(&host(&g), &host(&u));
+            Some(Tensor::from_primitive::<Flex>(flex(z, &shape_of(&g))))
+        }
+        (Prim::Tracked(g), Prim::Tracked(u)) => {
+            let out = record(Swiglu, [&g, &u], || {
+                let (gp, up) = (g.primitive().clone(), u.primitive().clone());
+                let z = flex(kernels::swiglu(&host(&gp), &host(&up)), &shape_of(&gp));
+                (z, (gp, up))
+            });
+            Some(Tensor::from_primitive::<Ad>(out))
+        }
+        _ => None,
+    }
+}
+
+#[derive(Debug)]
+struct Swiglu;
+
+impl Backward<Flex, 2> for Swiglu {
+    type State = (FlexTensor, FlexTensor);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dz = grads.consume::<Flex>(&ops.node);
+        let (g, u) = ops.state;
+        let (dg, du) = kernels::swiglu_backward(&host(&g), &host(&u), &host(&dz));
+        let shape = shape_of(&g);
+        let [pg, pu] = ops.parents;
+        register!(grads, pg, flex(dg, &shape));
+        register!(grads, pu, flex(du, &shape));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RoPE
+
+/// Rotary embedding that also moves heads before positions: `x [b, t, heads, hd]` →
+/// `[b, heads, t, hd]`; `cos` and `sin` (rotate-half's sign folded in) are `[b, t, hd]`.
+pub(crate) fn rope(x: &Tensor<4>, cos: &Table, sin: &Table) -> Option<Tensor<4>> {
+    let [b, t, heads, hd] = x.dims();
+    if cos.0.len() != b * t * hd || sin.0.len() != b * t * hd || hd % 2 != 0 {
+        return None;
+    }
+    let dims = [b, t, heads, hd];
+    let out_shape = [b, heads, t, hd];
+    match prim(x)? {
+        Prim::Plain(x) => {
+            let y = kernels::rope(&host(&x), &cos.0, &sin.0, dims);
+            Some(Tensor::from_primitive::<Flex>(flex(y, &out_shape)))
+        }
+        Prim::Tracked(x) => {
+            let out = record(Rope, [&x], || {
+                let y = kernels::rope(&host(x.primitive()), &cos.0, &sin.0, dims);
+                (flex(y, &out_shape), (cos.clone(), sin.clone(), dims))
+            });
+            Some(Tensor::from_primitive::<Ad>(out))
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Rope;
+
+impl Backward<Flex, 1> for Rope {
+    type State = (Table, Table, [usize; 4]);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dy = grads.consume::<Flex>(&ops.node);
+        let (cos, sin, dims) = ops.state;
+        let dx = kernels::rope_backward(&host(&dy), &cos.0, &sin.0, dims);
+        let [px] = ops.parents;
+        register!(grads, px, flex(dx, &dims));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Causal attention
+
+/// `softmax(q·kᵀ · scale, causal) · v` with grouped KV heads, heads moved back after
+/// positions: `q [b, heads, t, hd]`, `k`, `v [b, kv_heads, t, hd]` → `[b, t, heads·hd]`.
+/// Query head `kv·g + j` (`g = heads / kv_heads`) uses KV head `kv`.
+pub(crate) fn causal_attention(
+    q: &Tensor<4>,
+    k: &Tensor<4>,
+    v: &Tensor<4>,
+    scale: f32,
+) -> Option<Tensor<3>> {
+    let [b, h, t, hd] = q.dims();
+    let [kb, kvh, kt, khd] = k.dims();
+    if v.dims() != k.dims() || kb != b || kt != t || khd != hd || kvh == 0 || h % kvh != 0 {
+        return None;
+    }
+    let geometry = Geometry {
+        b,
+        h,
+        kvh,
+        t,
+        hd,
+        scale,
+    };
+    match (prim(q)?, prim(k)?, prim(v)?) {
+        (Prim::Plain(q), Prim::Plain(k), Prim::Plain(v)) => {
+            let (out, _) = attention_forward(&geometry, q, &k, &v);
+            Some(Tensor::from_primitive::<Flex>(out))
+        }
+        (Prim::Tracked(q), Prim::Tracked(k), Prim::Tracked(v)) => {
+            let out = record(Attention, [&q, &k, &v], || {
+                let (kp, vp) = (k.primitive().clone(), v.primitive().clone());
+                let (out, (qg, p)) = attention_forward(&geometry, q.primitive().clone(), &kp, &vp);
+                (
+                    out,
+                    AttentionState {
+                        geometry,
+                        qg,
+                        k: kp,
+                        v: vp,
+                        p,
+                    },
+                )
+            });
+            Some(Tensor::from_primitive::<Ad>(out))
+        }
+        _ => None,
+    }
+}
+
+/// One decoding step's attention over the KV cache (inference only, no autodiff node):
+/// `q [b, heads, 1, hd]` (RoPE applied), `k`, `v [b, kv_heads, len, hd]` with the new token in
+/// the last slot; row `r`'s first `pads[r]` slots are padding. Returns `[b, 1, heads·hd]`.
+pub(crate) fn decode_attention(
+    q: &Tensor<4>,
+    k: &Tensor<4>,
+    v: &Tensor<4>,
+    pads: &[usize],
+    scale: f32,
+) -> Option<Tensor<3>> {
+    let [b, h, t, hd] = q.dims();
+    let [kb, kvh, len, khd] = k.dims();
+    if t != 1 || v.dims() != k.dims() || kb != b || khd != hd || kvh == 0 || h % kvh != 0 {
+        return None;
+    }
+    if pads.len() != b || pads.iter().any(|&p| p >= len) {
+        return None;
+    }
+    let (Prim::Plain(q), Prim::Plain(k), Prim::Plain(v)) = (prim(q)?, prim(k)?, prim(v)?) else {
+        return None;
+    };
+    let out = kernels::decode_attention(
+        &host(&q),
+        &host(&k),
+        &host(&v),
+        pads,
+        [b, h, kvh, len, hd],
+        scale,
+    );
+    Some(Tensor::from_primitive::<Flex>(flex(out, &[b, 1, h * hd])))
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Geometry {
+    b: usize,
+    h: usize,
+    kvh: usize,
+    t: usize,
+    hd: usize,
+    scale: f32,
+}
+
+impl Geometry {
+    /// Query heads stacked per KV head: `[b, kv_heads, g·t, hd]`.
+    fn grouped(&self) -> Shape {
+        Shape::from(vec![self.b, self.kvh, self.h / self.kvh * self.t, self.hd])
+    }
+}
+
+type F = Flex;
+
+/// The forward: the output `[b, t, heads·hd]`, and the grouped queries and probabilities the
+/// backward needs.
+fn attention_forward(
+    geometry: &Geometry,
+    q: FlexTensor,
+    k: &FlexTensor,
+    v: &FlexTensor,
+) -> (FlexTensor, (FlexTensor, FlexTensor)) {
+    let Geometry {
+        b, h, t, hd, scale, ..
+    } = *geometry;
+    let qg = F::float_reshape(q, geometry.grouped());
+    let scores = F::float_matmul(qg.clone(), F::float_swap_dims(k.clone(), 2, 3));
+    let mut p = scores;
+    kernels::causal_softmax(elements_mut(&mut p), t, scale);
+    let o = F::float_matmul(p.clone(), v.clone());
+    let out = kernels::heads_last(&host(&o), [b, h, t, hd]);
+    (flex(out, &[b, t, h * hd]), (qg, p))
+}
+
+#[derive(Debug)]
+struct Attention;
+
+#[derive(Debug, Clone)]
+struct AttentionState {
+    geometry: Geometry,
+    qg: FlexTensor,
+    k: FlexTensor,
+    v: FlexTensor,
+    p: FlexTensor,
+}
+
+impl Backward<Flex, 3> for Attention {
+    type State = AttentionState;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dout = grads.consume::<Flex>(&ops.node);
+        let AttentionState {
+            geometry,
+            qg,
+            k,
+            v,
+            p,
+        } = ops.state;
+        let Geometry {
+            b,
+            h,
+            kvh,
+            t,
+            hd,
+            scale,
+        } = geometry;
+        let d_o = flex(
+            kernels::heads_first(&host(&dout), [b, h, t, hd]),
+            &[b, kvh, h / kvh * t, hd],
+        );
+        let [pq, pk, pv] = ops.parents;
+        if pv.is_some() {
+            let dv = F::float_matmul(F::float_swap_dims(p.clone(), 2, 3), d_o.clone());
+            register!(grads, pv, dv);
+        }
+        let mut ds = F::float_matmul(d_o, F::float_swap_dims(v, 2, 3));
+        kernels::causal_softmax_backward(&host(&p), elements_mut(&mut ds), t, scale);
+        if pk.is_some() {
+            let dk = F::float_matmul(F::float_swap_dims(ds.clone(), 2, 3), qg);
+            register!(grads, pk, dk);
+        }
+        if pq.is_some() {
+            let dq = F::float_matmul(ds, k);
+            register!(
+                grads,
+                pq,
+                F::float_reshape(dq, Shape::from(vec![b, h, t, hd]))
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::Param;
+    use burn::tensor::{Device, Int, Tensor, TensorData};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use crate::{Architecture, KvCache, Qwen, QwenConfig, sequence_nll};
+
+    /// A model whose every parameter is random (gains around 1, biases and matrices of a
+    /// size that gives peaked attention), so that no gradient is trivially zero or uniform.
+    fn model(config: QwenConfig, device: &Device) -> Qwen {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        Qwen::from_tensors(config, device, |spec| {
+            let n: usize = spec.shape.iter().product();
+            let norm = spec.name.ends_with("norm.weight");
+            Ok((0..n)
+                .map(|_| {
+                    let u: f32 = rng.random_range(-1.0..1.0);
+                    if norm { 1.0 + 0.3 * u } else { 0.4 * u }
+                })
+                .collect())
+        })
+        .expect("model builds")
+    }
+
+    fn tokens(b: usize, t: usize, vocab: usize, device: &Device) -> Tensor<2, Int> {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let ids: Vec<i64> = (0..b * t)
+            .map(|_| rng.random_range(0..vocab as i64))
+            .collect();
+        Tensor::from_data(TensorData::new(ids, [b, t]), device)
+    }
+
+    /// A named group of parameters: its matrices and its vectors.
+    type Group = (String, Vec<Param<Tensor<2>>>, Vec<Param<Tensor<1>>>);
+
+    /// Every parameter of `m`, in a fixed order.
+    fn params(m: &Qwen) -> Vec<Group> {
+        let mut out = vec![(
+            "embed".to_string(),
+            vec![m.embed_tokens.clone()],
+            vec![m.norm.clone()],
+        )];
+        for (l, layer) in m.layers.iter().enumerate() {
+            let a = &layer.self_attn;
+            let mut ones = vec![
+                layer.input_layernorm.clone(),
+                layer.post_attention_layernorm.clone(),
+            ];
+            for p in [&a.q_bias, &a.k_bias, &a.v_bias, &a.q_norm, &a.k_norm]
+                .into_iter()
+                .flatten()
+            {
+                ones.push(p.clone());
+            }
+            out.push((
+                format!("layer {l}"),
+                vec![
+                    a.q_proj.clone(),
+                    a.k_proj.clone(),
+                    a.v_proj.clone(),
+                    a.o_proj.clone(),
+                    layer.mlp.gate_proj.clone(),
+                    layer.mlp.up_proj.clone(),
+                    layer.mlp.down_proj.clone(),
+                ],
+                ones,
+            ));
+        }
+        out
+    }
+
+    fn close(ours: &[f32], reference: &[f32], what: &str) {
+        let scale = reference
+            .iter()
+            .fold(0.0f32, |m, v| m.max(v.abs()))
+            .max(1e-3);
+        let worst = ours
+            .iter()
+            .zip(reference)
+            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert_eq!(ours.len(), reference.len(), "{what}: length");
+        assert!(
+            worst <= 2e-4 * scale,
+            "{what}: max |fused − composed| {worst:e} against max |grad| {scale:e}"
+        );
+    }
+
+    /// The SFT loss and every parameter's gradient, with the fused kernels on and off, on a
+    /// `b × t` batch.
+    fn same_gradients(config: QwenConfig, b: usize, t: usize) {
+        let device = Device::flex().autodiff();
+        let vocab = config.vocab_size;
+        let composed = model(config.clone(), &device).with_fused_kernels(false);
+        let fused = model(config, &device);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mask: Vec<f32> = (0..b * (t - 1))
+            .map(|_| f32::from(rng.random_bool(0.8)))
+            .collect();
+        let mask = Tensor::<2>::from_data(TensorData::new(mask, [b, t - 1]), &device);
+        let run = |m: &Qwen| {
+            let loss = sequence_nll(m, tokens(b, t, vocab, &device), mask.clone());
+            let value = loss.clone().try_into_vec_as::<f32>().expect("readback")[0];
+            (value, loss.backward())
+        };
+        let (l0, g0) = run(&composed);
+        let (l1, g1) = run(&fused);
+        assert!((l0 - l1).abs() <= 1e-5 * l0.abs(), "loss {l1} vs {l0}");
+        let grad2 = |p: &Param<Tensor<2>>, g| -> Vec<f32> {
+            p.val()
+                .grad(g)
+                .expect("a gradient")
+                .try_into_vec_as::<f32>()
+                .expect("readback")
+        };
+        let grad1 = |p: &Param<Tensor<1>>, g| -> Vec<f32> {
+            p.val()
+                .grad(g)
+                .expect("a gradient")
+                .try_into_vec_as::<f32>()
+                .expect("readback")
+        };
+        let mut nonzero = 0;
+        for ((name, m2, v1), (_, f2, f1)) in params(&composed).iter().zip(params(&fused).iter()) {
+            for (i, (a, b)) in m2.iter().zip(f2).enumerate() {
+                let reference = grad2(a, &g0);
+                nonzero += usize::from(reference.iter().any(|v| *v != 0.0));
+                close(&grad2(b, &g1), &reference, &format!("{name} matrix {i}"));
+            }
+            for (i, (a, b)) in v1.iter().zip(f1).enumerate() {
+                close(
+                    &grad1(b, &g1),
+                    &grad1(a, &g0),
+                    &format!("{name} vector {i}"),
+                );
+            }
+        }
+        assert!(nonzero > 8, "the gradients are not all zero");
+    }
+
+    #[test]
+    fn fused_qwen3_gradients_match_the_composed_ops() {
+        same_gradients(QwenConfig::test_tiny(40), 3, 19);
+    }
+
+    #[test]
+    fn fused_gradients_match_on_long_rows() {
+        // Longer than one rayon task of score rows (16 384 / t), as the RL update's rows are.
+        same_gradients(QwenConfig::test_tiny(40), 2, 300);
+    }
+
+    #[test]
+    fn fused_qwen2_gradients_match_the_composed_ops() {
+        // Biases, no q/k norm, untied head, three query heads per KV head.
+        let mut config = QwenConfig::test_tiny(40).with_architecture(Architecture::Qwen2);
+        config.num_attention_heads = 6;
+        config.tie_word_embeddings = false;
+        same_gradients(config, 3, 19);
+    }
+
+    #[test]
+    fn fused_inference_matches_with_padding_and_a_kv_cache() {
+        let device = Device::flex();
+        let config = QwenConfig::test_tiny(40);
+        let composed = model(config.clone(), &device).with_fused_kernels(false);
+        let fused = model(config, &device);
+        let x = tokens(2, 9, 40, &device);
+        let logits = |m: &Qwen| {
+            m.forward(x.clone())
+                .try_into_vec_as::<f32>()
+                .expect("readback")
+        };
+        close(&logits(&fused), &logits(&composed), "logits");
+        // Left padding and a cache: RoPE and attention stay composed, the norms fuse.
+        let run = |m: &Qwen| {
+            let mut cache = KvCache::new(m.layers.len());
+            let h1 = m.forward_hidden(x.clone(), &[0, 3], Some(&mut cache));
+            let h2 = m.forward_hidden(tokens(2, 1, 40, &device), &[0, 3], Some(&mut cache));
+            let mut v = h1.try_into_vec_as::<f32>().expect("readback");
+            v.extend(h2.try_into_vec_as::<f32>().expect("readback"));
+            v
+        };
+        close(&run(&fused), &run(&composed), "padded cached hidden states");
+    }
+}
