@@ -159,8 +159,8 @@ impl CurriculumConfig {
     /// hard stage instead did not.) Unlike the paper's preset the hard stage
     /// keeps the optimizer's state: restarted, Adam's first steps move every
     /// parameter by the full learning rate, and at this model's size they undid
-    /// 3 to 12 points of the long stage's avg@4 at T = 1 in three of three
-    /// seeds, where without the reset the stage added 2 to 7 (`docs/training.md`,
+    /// 3 to 11 points of the long stage's avg@4 at T = 1 in three of three
+    /// seeds, where without the reset the stage added 0 to 7 (`docs/training.md`,
     /// "The hard stage without an optimizer reset").
     pub fn tiny() -> Self {
         use crate::trigger::Plateau;
