@@ -62,18 +62,24 @@ mod tests {
                 v.iter().map(|&b| u64::from(b)).sum::<u64>(),
             )
         };
+        // mallinfo2 is process-wide and the crate's other tests allocate and free blocks of
+        // about 1 MiB on other threads meanwhile, so the checks allow for half a block of
+        // their traffic: what they look for is whether the 48 MiB block itself was mapped.
         // Before: such a block is its own mapping.
         let before = mmapped_bytes();
         let (during, _) = fill(1);
         assert!(
-            during >= before + BLOCK,
+            during >= before + BLOCK / 2,
             "a 48 MiB block should be mmap'd by default"
         );
         assert!(super::keep_freed_memory(), "mallopt refused a setting");
         for round in 0..2u8 {
             let base = mmapped_bytes();
             let (during, sum) = fill(round);
-            assert_eq!(during, base, "round {round}: the block was mmap'd");
+            assert!(
+                during < base + BLOCK / 2,
+                "round {round}: the block was mmap'd ({base} → {during} bytes mapped)"
+            );
             assert_eq!(sum, u64::from(round) * (BLOCK as u64 - 1) + 7);
         }
     }
