@@ -180,7 +180,7 @@ pub(crate) fn swiglu_backward(g: &[f32], u: &[f32], dz: &[f32]) -> (Vec<f32>, Ve
 /// `y[j] = x[j]·cos[j] + x[j ± hd/2]·sin[j]` (`sin` carries rotate-half's sign, as
 /// `model::rope_tables` builds it); `cos` and `sin` are `[b, t, hd]`.
 pub(crate) fn rope(x: &[f32], cos: &[f32], sin: &[f32], dims: [usize; 4]) -> Vec<f32> {
-    let [b, t, heads, hd] = dims;
+    let [_, t, heads, hd] = dims;
     let half = hd / 2;
     let mut y = vec![0.0; x.len()];
     // One task per (batch row, head): `t` output rows of `hd`.
@@ -196,7 +196,6 @@ pub(crate) fn rope(x: &[f32], cos: &[f32], sin: &[f32], dims: [usize; 4]) -> Vec
             }
         }
     });
-    let _ = b;
     y
 }
 
