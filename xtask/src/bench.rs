@@ -15,6 +15,10 @@ const BENCHES: &[(&str, &str)] = &[
         "rstar-verifier vs HF math-verify: answers/s (1 thread, rayon), `rstar verify` whole process, agreement; the math mode on MATH-500 (answers/s, agreement by style)",
     ),
     (
+        "python",
+        "rstar_agent.score (the Python wheel) vs HF math-verify on MATH-500 answers: answers/s, 1 thread and all CPUs, ratio, agreement",
+    ),
+    (
         "policy",
         "rstar-policy (flex) vs PyTorch on the same weights: prefill and decode tok/s, a training step (fwd+bwd)",
     ),
@@ -69,6 +73,36 @@ pub fn run(args: &[String]) -> Result<()> {
                     .env("RSTAR_PYTHON", python)
                     .env("RSTAR_PEER", root.join("xtask/bench/verifier_peer.py"))
                     .env("RSTAR_BIN", target.join("release").join("rstar")),
+            )
+        }
+        "python" => {
+            // Only math-verify of the bench requirements: not the 5 GB of torch the policy's
+            // peer needs. The requirement is read from xtask/requirements-bench.txt, so the two
+            // benches measure the same math-verify.
+            let python = crate::venv::ensure()?;
+            let bench =
+                std::fs::read_to_string(crate::util::root().join("xtask/requirements-bench.txt"))?;
+            let Some(peer) = bench
+                .lines()
+                .find(|l| l.trim_start().starts_with("math-verify"))
+            else {
+                bail!("xtask/requirements-bench.txt names no math-verify");
+            };
+            crate::util::step(
+                "install math-verify",
+                crate::venv::pip_install(&python).arg(peer.trim()),
+            )?;
+            let wheel = crate::wheel::build(&python)?;
+            crate::wheel::install(&python, &wheel)?;
+            let root = crate::util::root();
+            let shared = std::env::var_os("RSTAR_SHARED")
+                .map_or_else(|| root.join("..").join("shared"), std::path::PathBuf::from);
+            crate::util::step(
+                "bench rstar_agent.score against math-verify",
+                std::process::Command::new(&python)
+                    .arg(root.join("xtask/bench/python_bench.py"))
+                    .arg(shared.join("datasets/math500.jsonl"))
+                    .env("PYTHONDONTWRITEBYTECODE", "1"),
             )
         }
         "policy" | "policy-gpu" => {

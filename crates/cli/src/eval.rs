@@ -62,7 +62,7 @@ pub struct Args {
     pub top_p: Option<f32>,
     /// Response budget in tokens, assistant and tool tokens together [default: the preset's, or
     /// 320 compact, 8192 chatml].
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub max_response_tokens: Option<usize>,
     /// Most assistant turns [default: the preset's, or 4 compact, 5 chatml].
     #[arg(long)]
@@ -87,14 +87,14 @@ pub struct Args {
     #[arg(long, env = "RSTAR_PYTHON", default_value = "python3")]
     pub python: PathBuf,
     /// Tool sandbox workers [default: one per CPU].
-    #[arg(long, default_value_t = 0)]
-    pub workers: usize,
+    #[arg(long)]
+    pub workers: Option<usize>,
     /// Run the tool calls on code-judge servers (`rstar tools serve`, code-judge) at these
     /// URLs, comma-separated, instead of the in-process sandbox; their own time limit applies.
     #[arg(long, value_name = "URL[,URL…]", value_delimiter = ',')]
     pub tools: Vec<String>,
     /// Per-call time limit of the tool, in seconds.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub tool_timeout: f64,
     /// Leave out problems whose ground truth the verifier cannot score instead of refusing the
     /// dataset.
@@ -277,7 +277,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (tools, _pool): (Arc<dyn AsyncTools>, _) = if args.tools.is_empty() {
         let pool = start_pool(&ToolOptions {
             python: args.python.clone(),
-            workers: args.workers,
+            // `0` is the pool's "one per CPU".
+            workers: args.workers.unwrap_or(0),
             timeout_secs: args.tool_timeout,
             servers: Vec::new(),
         })

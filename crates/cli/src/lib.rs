@@ -30,6 +30,7 @@ mod tools;
 mod tools_serve;
 mod train;
 mod verify;
+mod verify_serve;
 
 /// rStar2-Agent in Rust: train and evaluate LLM agents that reason with a Python tool.
 #[derive(Debug, Parser)]
@@ -49,7 +50,7 @@ pub struct Cli {
 pub enum Command {
     /// Print the version, the workspace crates built in and the enabled features.
     Info(info::Args),
-    /// Score JSONL responses against integer answers (one JSON verdict a line; summary on stderr).
+    /// Score JSONL responses against integer, math or multiple-choice answers (--mode; one JSON verdict a line, summary on stderr).
     Verify(verify::Args),
     /// Down-sample JSONL rollout groups with Resample-on-Correct (kept lines on stdout, metrics on stderr).
     Roc(roc::Args),
@@ -101,10 +102,72 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", error_message(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// What one client may hold on `rstar serve` and `rstar tools serve`
+/// (`rstar_toolserver::http::ConnectionLimits`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConnectionArgs {
+    /// Connections open at once; one more is answered 503 and closed [default: 4096, or half
+    /// the process's open-file limit when that is lower].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Seconds a client may take to send a request head (also the idle keep-alive limit).
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub header_timeout: f64,
+    /// Seconds a client may take to send a request body once its head has arrived (a weight
+    /// upload is a body too: raise it for large models over slow links).
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub body_timeout: f64,
+}
+
+impl ConnectionArgs {
+    /// The limits, after checking the flags.
+    ///
+    /// # Errors
+    /// A flag that is zero, negative or not a number, named.
+    pub fn limits(&self) -> anyhow::Result<rstar_toolserver::http::ConnectionLimits> {
+        anyhow::ensure!(
+            self.max_connections != Some(0),
+            "--max-connections must be at least 1"
+        );
+        for (flag, secs) in [
+            ("--header-timeout", self.header_timeout),
+            ("--body-timeout", self.body_timeout),
+        ] {
+            anyhow::ensure!(
+                secs.is_finite() && secs > 0.0 && secs < 1e9,
+                "{flag} must be a positive number of seconds, got {secs}"
+            );
+        }
+        let defaults = rstar_toolserver::http::ConnectionLimits::new();
+        Ok(rstar_toolserver::http::ConnectionLimits {
+            max_connections: self.max_connections.unwrap_or(defaults.max_connections),
+            header_timeout: std::time::Duration::from_secs_f64(self.header_timeout),
+            body_timeout: std::time::Duration::from_secs_f64(self.body_timeout),
+        })
+    }
+}
+
+/// An error and its causes joined by `: `, each cause once: many errors already end with
+/// their source's message (thiserror's `"grpo: {0}"` over a `#[from]`), and anyhow's `{:#}`
+/// would print it again.
+pub fn error_message(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        match parts.last_mut() {
+            Some(last) if last.contains(&text) => {}
+            // A cause that says all its context said and more replaces it.
+            Some(last) if text.contains(last.as_str()) => *last = text,
+            _ => parts.push(text),
+        }
+    }
+    parts.join(": ")
 }
 
 fn init_tracing(filter: &str) {
@@ -127,4 +190,38 @@ pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
         _ = term.recv() => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("grpo: {0}")]
+    struct Outer(#[from] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("invalid config field `clip_ratio_low`: must be in [0, 1), got 5")]
+    struct Inner;
+
+    #[test]
+    fn issue_42_an_error_message_names_each_cause_once() {
+        let err = anyhow::Error::from(Outer(Inner));
+        // anyhow's own chain repeats the cause the outer message already holds.
+        assert_eq!(format!("{err:#}").matches("got 5").count(), 2);
+        assert_eq!(
+            error_message(&err),
+            "grpo: invalid config field `clip_ratio_low`: must be in [0, 1), got 5"
+        );
+        // Context that says something else is kept, in order.
+        let err = anyhow::Error::from(Outer(Inner)).context("reading smoke.json");
+        assert_eq!(
+            error_message(&err),
+            "reading smoke.json: grpo: invalid config field `clip_ratio_low`: must be in [0, 1), got 5"
+        );
+        // A cause that repeats its context and adds to it replaces it.
+        let err =
+            anyhow::anyhow!("must be in [0, 1), got 5").context("must be in [0, 1), got 5: more");
+        assert_eq!(error_message(&err), "must be in [0, 1), got 5: more");
+    }
 }

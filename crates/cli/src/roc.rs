@@ -54,11 +54,11 @@ pub struct Args {
     pub keep: usize,
     /// Floor on kept failures (`min_zero_reward_trace_num`) [default: 0 with --mode paper,
     /// 2 with --mode reference].
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub min_failures: Option<usize>,
     /// Floor on kept successes (`min_non_zero_reward_trace_num`) [default: 0 with --mode
     /// paper, 2 with --mode reference].
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub min_successes: Option<usize>,
     /// Seed of the paper mode's sampling.
     #[arg(long, default_value_t = 0)]

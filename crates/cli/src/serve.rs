@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1")]
     pub host: IpAddr,
     /// The model's name in the API [default: the --model argument as given].
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     pub served_model_name: Option<String>,
     /// Engines, each with its own copy of the model (one per GPU; several share the CPU).
     #[arg(long, default_value_t = 1)]
@@ -51,15 +51,21 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = TemplateArg::Chatml)]
     pub template: TemplateArg,
     /// `max_tokens` of a completion request that gives none (OpenAI's default).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, value_name = "N", default_value_t = 16)]
     pub default_max_tokens: usize,
     /// The most choices generated or waiting at once over all requests; more are answered 429.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_in_flight: usize,
     /// Require `Authorization: Bearer <KEY>` on every route but /health (the weight updates
     /// replace the served model: set one when other machines can reach the server).
     #[arg(long, env = "RSTAR_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    #[command(flatten)]
+    pub connections: crate::ConnectionArgs,
+    /// Skip checking the model directory's files against their SHA-256 digests
+    /// (checksums.sha256; weights are still checked for NaN and infinities).
+    #[arg(long)]
+    pub no_verify: bool,
 }
 
 /// Runs `rstar serve` until SIGINT or SIGTERM, then lets in-flight requests finish and exits.
@@ -70,6 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.max_in_flight >= 1,
         "--max-in-flight must be at least 1"
     );
+    args.connections.limits()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -78,7 +85,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 async fn serve(args: Args) -> anyhow::Result<()> {
     let device = crate::backend::device_of(&args.backend)?;
-    let (model, tokenizer) = rstar_policy::load_dir(&args.model, &device)
+    let verify = if args.no_verify {
+        rstar_policy::Verify::Skip
+    } else {
+        rstar_policy::Verify::Digests
+    };
+    let (model, tokenizer) = rstar_policy::load_dir_with(&args.model, &device, verify)
         .with_context(|| format!("loading the model from {}", args.model.display()))?;
     let name = args
         .served_model_name
@@ -95,6 +107,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     config.max_in_flight = args.max_in_flight;
     config.model_dir = Some(args.model.clone());
     config.api_key = args.api_key.clone();
+    config.limits = args.connections.limits()?;
     config.template = match args.template {
         TemplateArg::Chatml => TemplateFormat::ChatMl,
         TemplateArg::Compact => TemplateFormat::Compact,

@@ -25,7 +25,7 @@ pub struct Args {
     pub model: Option<PathBuf>,
     /// Conversation files (JSONL or parquet rows of `messages`, optional `tools`), each
     /// optionally with a mixing weight: `a.jsonl:0.75 b.parquet:0.25`.
-    #[arg(long, value_name = "FILE[:WEIGHT]", num_args = 1.., required_unless_present = "resume")]
+    #[arg(long, value_name = "FILE[:W]", num_args = 1.., required_unless_present = "resume")]
     pub sft_data: Vec<DataSpec>,
     /// The preset: `rstar2-agent-sft` (the paper's: 3 epochs, lr 5e-6, 4% warm-up, cosine,
     /// global batch 128).
@@ -57,10 +57,10 @@ pub struct Args {
     pub lr: Option<f64>,
     /// Examples per optimizer step, reached by gradient accumulation [default: the preset's,
     /// 128].
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub global_batch: Option<usize>,
     /// Padded tokens per micro-batch: what fits the device [default: the preset's, 16384].
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub micro_batch_tokens: Option<usize>,
     /// The context in tokens, at most the model's `max_position_embeddings` [default: the
     /// preset's, 8192].
@@ -68,13 +68,13 @@ pub struct Args {
     pub max_len: Option<usize>,
     /// Share of each file's rows held out for the validation loss [default: the preset's,
     /// 0.01].
-    #[arg(long)]
+    #[arg(long, value_name = "FRAC")]
     pub val_fraction: Option<f64>,
     /// Validation loss every this many steps (and after the last) [default: the preset's, 50].
     #[arg(long)]
     pub eval_every: Option<usize>,
     /// Checkpoint every this many steps (and after the last) [default: the preset's, 50].
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub checkpoint_every: Option<usize>,
     /// Compute precision: `f32`, or `bf16` compute over f32 master weights and optimizer state
     /// [default: f32].

@@ -38,14 +38,16 @@ pub struct ServeArgs {
     pub preload: Vec<String>,
     /// Seconds a call may wait for a worker before it is answered `queue_timeout`
     /// (code-judge's `MAX_QUEUE_WORK_LIFE_TIME`; `/run/long-batch` and `/run_code` wait).
-    #[arg(long, default_value_t = 4.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 4.0)]
     pub queue_timeout: f64,
     /// Largest request body, in MiB.
     #[arg(long, default_value_t = 16)]
     pub max_body_mb: usize,
     /// Seconds to let in-flight calls finish after SIGINT/SIGTERM.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub drain_timeout: f64,
+    #[command(flatten)]
+    pub connections: crate::ConnectionArgs,
 }
 
 /// Runs `rstar tools serve` until SIGINT or SIGTERM, then drains and exits.
@@ -62,6 +64,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.drain_timeout.is_finite() && args.drain_timeout >= 0.0,
         "--drain-timeout must not be negative"
     );
+    args.connections.limits()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -81,6 +84,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     pool.ready()
         .await
         .context("starting the tool pool's workers")?;
+    let limits = args.connections.limits()?;
     let config = ServerConfig {
         host: args.host,
         port: args.port,
@@ -88,6 +92,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         queue_timeout_s: args.queue_timeout,
         max_body_bytes: args.max_body_mb << 20,
         drain_timeout_s: args.drain_timeout,
+        max_connections: limits.max_connections,
+        header_timeout_s: limits.header_timeout.as_secs_f64(),
+        body_timeout_s: limits.body_timeout.as_secs_f64(),
         ..ServerConfig::code_judge()
     };
     let workers = pool.config().workers;

@@ -45,6 +45,15 @@ pub struct Args {
     /// Continue the run in this directory from its last checkpoint, with its saved config.
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
+    /// With --resume: continue although the run's config.json was edited since its last
+    /// checkpoint (refused otherwise); the edit is logged and recorded in config_edits.jsonl.
+    #[arg(long, requires = "resume")]
+    pub resume_with_edited_config: bool,
+    /// With --resume: skip checking the checkpoint's files against their SHA-256 digests
+    /// (checksums.sha256), for huge checkpoints on slow disks. Weights are still checked for
+    /// NaN and infinities.
+    #[arg(long, requires = "resume")]
+    pub no_verify: bool,
     /// Seed of everything random.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -329,6 +338,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         workers: args.workers,
         tool_servers: args.tools.clone(),
         tensorboard: args.tensorboard.clone(),
+        verify: if args.no_verify {
+            rstar_policy::Verify::Skip
+        } else {
+            rstar_policy::Verify::Digests
+        },
+        accept_edited_config: args.resume_with_edited_config,
     };
     let mut progress = Progress {
         tty: std::io::stderr().is_terminal(),

@@ -25,15 +25,20 @@ const CHUNK: usize = 16 * 1024;
 
 /// Arguments of `rstar verify`.
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    /// `rstar verify serve`: the verifier as an HTTP reward service (see `verify_serve`).
+    #[command(subcommand)]
+    pub command: Option<super::verify_serve::VerifyCommand>,
     /// JSONL file to read (default: stdin).
     #[arg(long, short)]
     pub input: Option<PathBuf>,
     /// Field holding the model's response (assistant text only).
-    #[arg(long, default_value = "response")]
+    #[arg(long, value_name = "FIELD", default_value = "response")]
     pub response_field: String,
-    /// Field holding the ground-truth integer (a JSON string or number).
-    #[arg(long, default_value = "answer")]
+    /// Field holding the ground truth (a JSON string or number): an integer, a LaTeX answer or a
+    /// letter, as --mode says.
+    #[arg(long, value_name = "FIELD", default_value = "answer")]
     pub answer_field: String,
     /// Compare literal integers only: do not evaluate `2^{10}`, `\frac{84}{2}`, ….
     #[arg(long)]
@@ -90,6 +95,9 @@ fn score(verifier: &Verifier, args: &Args, text: Option<&str>) -> Result<Verdict
 
 /// Runs `rstar verify`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(super::verify_serve::VerifyCommand::Serve(serve)) = args.command {
+        return super::verify_serve::run(serve);
+    }
     let verifier = Verifier::new().with_expressions(!args.no_expressions);
     let mut input: Box<dyn BufRead> = match &args.input {
         Some(path) => Box::new(std::io::BufReader::with_capacity(

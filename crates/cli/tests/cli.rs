@@ -19,6 +19,7 @@ mod cli {
     mod curriculum;
     mod eval;
     mod resume;
+    mod robust;
     mod roc;
     mod serve;
     mod sft;
@@ -36,4 +37,5 @@ mod cli {
     #[cfg(feature = "wgpu")]
     mod train_wgpu;
     mod verify;
+    mod verify_serve;
 }

@@ -299,7 +299,7 @@ fn blocks<'a>(text: &'a str, open: &str, close: &str) -> Vec<Result<&'a str, &'a
 /// missing `name`/`arguments`/`code`, unknown tool, unterminated tag). A missing `input`
 /// means empty stdin, as in the reference code.
 pub fn parse_hermes(turn: &str) -> Vec<ParsedCall> {
-    blocks(turn, "<tool_call>", "</tool_call>")
+    hermes_blocks(turn)
         .into_iter()
         .map(|block| match block {
             Ok(body) => decode_hermes_json(body),
@@ -309,6 +309,15 @@ pub fn parse_hermes(turn: &str) -> Vec<ParsedCall> {
             }),
         })
         .collect()
+}
+
+/// The raw bodies of a turn's Hermes `<tool_call>…</tool_call>` blocks, in order and not
+/// decoded: `Ok(body)` for a closed block, `Err(rest of the text)` for an unterminated last one.
+/// For callers whose tools are not this crate's two, such as an OpenAI-compatible server turning
+/// any function call into `tool_calls`; [`parse_hermes`] decodes the same blocks into
+/// [`ToolCall`]s.
+pub fn hermes_blocks(turn: &str) -> Vec<Result<&str, &str>> {
+    blocks(turn, "<tool_call>", "</tool_call>")
 }
 
 fn decode_hermes_json(body: &str) -> ParsedCall {

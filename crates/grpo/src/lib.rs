@@ -10,15 +10,16 @@
 //!
 //! # Main items
 //! - [`group_advantages`], [`broadcast_to_tokens`], [`token_advantages`]: GRPO, Dr. GRPO and RLOO
-//!   advantages on plain `f32` slices (no Burn), configured by [`AdvantageConfig`].
-//! - [`policy_loss`]: the full loss on Burn tensors from [`PolicyLossInputs`], returning a
-//!   [`PolicyLoss`] (the scalar to call `backward` on, plus [`LossMetrics`]).
-//! - Building blocks: [`token_policy_losses`], [`agg_loss`], [`kl_penalty`],
-//!   [`entropy_from_logits`] (the entropy bonus takes per-token entropies,
-//!   [`PolicyLossInputs::with_entropy`], so a caller can compute them without full logits).
+//!   advantages on plain `f32` slices (no Burn, no feature needed), configured by
+//!   [`AdvantageConfig`].
 //! - [`GrpoConfig`] with presets [`GrpoConfig::rstar2_agent`], [`GrpoConfig::dapo`],
 //!   [`GrpoConfig::dr_grpo`], [`GrpoConfig::grpo`]; [`GlobalBatch`] for the normalisers of
-//!   micro-batched and data-parallel training.
+//!   micro-batched and data-parallel training (no Burn either).
+//! - With the `burn` feature (on by default): `policy_loss`, the full loss on Burn tensors from
+//!   `PolicyLossInputs`, returning a `PolicyLoss` (the scalar to call `backward` on, plus
+//!   `LossMetrics`); the building blocks `token_policy_losses`, `agg_loss`, `kl_penalty` and
+//!   `entropy_from_logits` (the entropy bonus takes per-token entropies,
+//!   `PolicyLossInputs::with_entropy`, so a caller can compute them without full logits).
 //!
 //! # Example
 //! ```
@@ -45,22 +46,30 @@
 //!   fallback to the counts of the batch at hand is the default.
 //!
 //! # Crate features
-//! None. The crate enables no Burn backend: pick one (`flex`, `wgpu`, `cuda`, with `autodiff`) in
-//! the binary that uses it.
+//! - `burn` (default): the loss on Burn tensors (`policy_loss` and its building blocks), and the
+//!   Burn dependency. Without it (`default-features = false`) the crate is the advantages, the
+//!   configs and [`GrpoError`], and builds no Burn at all: a PyTorch trainer's bindings or a
+//!   reward service need nothing more.
+//!
+//! The crate enables no Burn backend: pick one (`flex`, `wgpu`, `cuda`, with `autodiff`) in the
+//! binary that uses it. Burn is slow unoptimised: a crate that depends on this one with `burn`
+//! wants `[profile.dev.package."*"] opt-level = 2` in its `Cargo.toml` (see `docs/grpo.md`).
 #![warn(missing_docs)]
 
 mod advantage;
 mod config;
 mod error;
+#[cfg(feature = "burn")]
 mod loss;
 
 pub use advantage::{
     AdvantageConfig, AdvantageEstimator, SingletonGroups, VERL_EPSILON, broadcast_to_tokens,
     group_advantages, token_advantages,
 };
-pub use config::{GrpoConfig, KlConfig, KlEstimator, LossAggMode};
+pub use config::{GlobalBatch, GrpoConfig, KlConfig, KlEstimator, LossAggMode};
 pub use error::GrpoError;
+#[cfg(feature = "burn")]
 pub use loss::{
-    GlobalBatch, LOG_RATIO_CLAMP, LossMetrics, PolicyLoss, PolicyLossInputs, TokenLosses, agg_loss,
+    LOG_RATIO_CLAMP, LossMetrics, PolicyLoss, PolicyLossInputs, TokenLosses, agg_loss,
     entropy_from_logits, kl_penalty, policy_loss, tensor2, token_policy_losses,
 };

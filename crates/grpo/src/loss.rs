@@ -4,65 +4,11 @@
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Bool, Tensor, TensorData};
 
-use crate::{GrpoConfig, GrpoError, KlEstimator, LossAggMode};
+use crate::{GlobalBatch, GrpoConfig, GrpoError, KlEstimator, LossAggMode};
 
 /// The log-ratio `logp − old_logp` is clamped to ±20 before `exp`, as verl does, so that one
 /// token whose probability collapsed cannot overflow the ratio.
 pub const LOG_RATIO_CLAMP: f32 = 20.0;
-
-/// The normalisers of the aggregation when the loss is computed one micro-batch at a time.
-///
-/// A token-mean over the global batch is `Σ_microbatches Σ L·M / N_global`: pass the number of
-/// unmasked tokens of the whole (global, all data-parallel ranks) mini-batch in `num_tokens`, and
-/// the gradients of the micro-batches add up to the gradient of the global loss. `dp_size`
-/// multiplies the result because data-parallel gradients are averaged, not summed, across ranks.
-/// Left at `None`, the counts of the batch passed in are used (verl's fallback), which is only the
-/// global mean when that batch is the whole mini-batch.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GlobalBatch {
-    /// Unmasked tokens in the global mini-batch (for [`LossAggMode::TokenMean`]).
-    pub num_tokens: Option<f64>,
-    /// Sequences with at least one unmasked token in the global mini-batch (for the `seq-mean-*`
-    /// modes).
-    pub num_sequences: Option<f64>,
-    /// Data-parallel world size; 1 on one device.
-    pub dp_size: usize,
-}
-
-impl GlobalBatch {
-    /// Local normalisation: the counts of the batch passed in, one rank.
-    pub fn new() -> Self {
-        Self {
-            num_tokens: None,
-            num_sequences: None,
-            dp_size: 1,
-        }
-    }
-
-    /// The same with the global number of unmasked tokens.
-    pub fn with_num_tokens(mut self, n: usize) -> Self {
-        self.num_tokens = Some(n as f64);
-        self
-    }
-
-    /// The same with the global number of non-empty sequences.
-    pub fn with_num_sequences(mut self, n: usize) -> Self {
-        self.num_sequences = Some(n as f64);
-        self
-    }
-
-    /// The same with a data-parallel world size.
-    pub fn with_dp_size(mut self, dp_size: usize) -> Self {
-        self.dp_size = dp_size;
-        self
-    }
-}
-
-impl Default for GlobalBatch {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// The tensors one loss evaluation needs; all `[batch, response_len]`.
 #[derive(Debug, Clone)]

@@ -13,6 +13,7 @@ use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use serde::{Deserialize, Serialize};
 
 use crate::config::QwenConfig;
+use crate::digest::{Verify, verify_digests, write_digests};
 use crate::error::{Error, Result};
 use crate::model::{Qwen, TensorSpec};
 use crate::tokenizer::Tokenizer;
@@ -28,13 +29,28 @@ pub enum WeightDtype {
     Bf16,
 }
 
-/// Loads `config.json` and the weights of a model directory onto `device`.
+/// Loads `config.json` and the weights of a model directory onto `device`, after checking the
+/// directory's digests when it has them ([`crate::digest`]). Every weight is checked to be
+/// finite.
 ///
 /// # Errors
 /// [`Error::Unsupported`] for an architecture other than Qwen2/Qwen3 (naming
 /// the field), [`Error::MissingTensor`] and [`Error::ShapeMismatch`] naming the
-/// tensor, [`Error::NoWeights`] when no `*.safetensors` file is present.
+/// tensor, [`Error::NoWeights`] when no `*.safetensors` file is present,
+/// [`Error::Digest`] for a file that changed since it was saved, [`Error::NonFinite`] for a
+/// tensor with NaN or infinite values.
 pub fn load_model(dir: &Path, device: &Device) -> Result<Qwen> {
+    load_model_with(dir, device, Verify::Digests)
+}
+
+/// [`load_model`], checking the digests or not (`verify`).
+///
+/// # Errors
+/// As [`load_model`].
+pub fn load_model_with(dir: &Path, device: &Device, verify: Verify) -> Result<Qwen> {
+    if verify == Verify::Digests {
+        verify_digests(dir)?;
+    }
     let config = QwenConfig::from_hf_file(&dir.join("config.json"))?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
@@ -130,31 +146,71 @@ fn from_parsed(
                 found: view.shape().to_vec(),
             });
         }
-        to_f32(&view).ok_or_else(|| Error::UnsupportedDtype {
+        let data = to_f32(&view).ok_or_else(|| Error::UnsupportedDtype {
             path: files[file].clone(),
             name: spec.name.clone(),
             dtype: format!("{:?}", view.dtype()),
-        })
+        })?;
+        check_finite(&files[file], &spec.name, &data)?;
+        Ok(data)
     })
 }
 
-/// Loads a model directory and its tokenizer.
+/// [`Error::NonFinite`] when `data` holds a NaN or an infinity.
+fn check_finite(path: &Path, name: &str, data: &[f32]) -> Result<()> {
+    match data.iter().position(|x| !x.is_finite()) {
+        None => Ok(()),
+        Some(first) => Err(Error::NonFinite {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+            count: data[first..].iter().filter(|x| !x.is_finite()).count(),
+            first,
+        }),
+    }
+}
+
+/// Loads a model directory and its tokenizer ([`load_model`]: digests and finiteness checked).
+///
+/// # Errors
+/// As [`load_model`], and the tokenizer's.
 pub fn load_dir(dir: &Path, device: &Device) -> Result<(Qwen, Tokenizer)> {
-    let model = load_model(dir, device)?;
+    load_dir_with(dir, device, Verify::Digests)
+}
+
+/// [`load_dir`], checking the digests or not (`verify`).
+///
+/// # Errors
+/// As [`load_dir`].
+pub fn load_dir_with(dir: &Path, device: &Device, verify: Verify) -> Result<(Qwen, Tokenizer)> {
+    let model = load_model_with(dir, device, verify)?;
     let tokenizer = Tokenizer::from_dir(dir)?;
     Ok((model, tokenizer))
 }
 
 /// Saves a model and its tokenizer into `dir` (created if missing) as
-/// `config.json`, `model.safetensors` and the tokenizer file.
+/// `config.json`, `model.safetensors`, the tokenizer file and `checksums.sha256`
+/// ([`crate::digest`]).
+///
+/// # Errors
+/// IO errors naming the file; [`Error::NonFinite`] (nothing written) when a weight is NaN or
+/// infinite: a diverged model is never saved as if it were sound.
 pub fn save_dir(model: &Qwen, tokenizer: &Tokenizer, dir: &Path, dtype: WeightDtype) -> Result<()> {
+    let tensors = model.hf_tensors()?;
+    check_all_finite(dir, &tensors)?;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let config_path = dir.join("config.json");
     std::fs::write(&config_path, model.config.to_hf_json()?)
         .map_err(|e| Error::io(&config_path, e))?;
-    write_safetensors(&dir.join("model.safetensors"), &model.hf_tensors()?, dtype)?;
+    write_safetensors(&dir.join("model.safetensors"), &tensors, dtype)?;
     tokenizer.save_to_dir(dir)?;
-    Ok(())
+    write_digests(dir)
+}
+
+/// [`check_finite`] over named tensors.
+fn check_all_finite(path: &Path, tensors: &[(TensorSpec, Vec<f32>)]) -> Result<()> {
+    tensors
+        .iter()
+        .try_for_each(|(spec, data)| check_finite(path, &spec.name, data))
 }
 
 /// Saves `model` like [`save_dir`], with its output head untied: `tie_word_embeddings: false`
@@ -173,10 +229,11 @@ pub fn save_dir_untied(
     if !model.config.tie_word_embeddings {
         return save_dir(model, tokenizer, dir, dtype);
     }
+    let mut tensors = model.hf_tensors()?;
+    check_all_finite(dir, &tensors)?;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let mut config = model.config.clone();
     config.tie_word_embeddings = false;
-    let mut tensors = model.hf_tensors()?;
     let embed = tensors
         .iter()
         .find(|(spec, _)| spec.name == "model.embed_tokens.weight")
@@ -194,7 +251,7 @@ pub fn save_dir_untied(
     std::fs::write(&config_path, config.to_hf_json()?).map_err(|e| Error::io(&config_path, e))?;
     write_safetensors(&dir.join("model.safetensors"), &tensors, dtype)?;
     tokenizer.save_to_dir(dir)?;
-    Ok(())
+    write_digests(dir)
 }
 
 /// Writes named tensors (HF layout) to a safetensors file.
@@ -208,6 +265,14 @@ pub fn write_safetensors(
             path: path.to_path_buf(),
             message,
         },
+        Error::NonFinite {
+            name, count, first, ..
+        } => Error::NonFinite {
+            path: path.to_path_buf(),
+            name,
+            count,
+            first,
+        },
         other => other,
     })?;
     std::fs::write(path, buf).map_err(|e| Error::io(path, e))
@@ -216,12 +281,14 @@ pub fn write_safetensors(
 /// Named tensors (HF layout) as the bytes of a safetensors file, in `dtype`.
 ///
 /// # Errors
-/// [`Error::Safetensors`] when a tensor's data does not fit its shape.
+/// [`Error::Safetensors`] when a tensor's data does not fit its shape, [`Error::NonFinite`]
+/// when it holds NaN or infinite values.
 pub fn safetensors_bytes(
     tensors: &[(TensorSpec, Vec<f32>)],
     dtype: WeightDtype,
 ) -> Result<Vec<u8>> {
     let path = Path::new("<safetensors>");
+    check_all_finite(path, tensors)?;
     let encoded: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
         .iter()
         .map(|(spec, data)| {

@@ -187,10 +187,24 @@ impl QwenConfig {
             ("num_key_value_heads", self.num_key_value_heads),
             ("head_dim", self.head_dim),
             ("max_position_embeddings", self.max_position_embeddings),
+            ("num_hidden_layers", self.num_hidden_layers),
         ] {
             if v == 0 {
                 return bad(field, "must be positive".into());
             }
+        }
+        if let Some(id) = self
+            .eos_token_ids
+            .iter()
+            .find(|&&id| id as usize >= self.vocab_size)
+        {
+            return bad(
+                "eos_token_ids",
+                format!(
+                    "{id} is outside the vocabulary of size {} (vocab_size): generation would never stop",
+                    self.vocab_size
+                ),
+            );
         }
         if !self
             .num_attention_heads

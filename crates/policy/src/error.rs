@@ -83,6 +83,29 @@ pub enum Error {
         /// What the parser said.
         message: String,
     },
+    /// A tensor holds NaN or infinite values: a diverged or corrupted model, refused at load and
+    /// at save.
+    #[error(
+        "{path}: tensor `{name}` has {count} non-finite values (first at index {first}): a diverged or corrupted model"
+    )]
+    NonFinite {
+        /// The file (or the source the weights came from).
+        path: PathBuf,
+        /// The HF tensor name.
+        name: String,
+        /// How many of its values are NaN or infinite.
+        count: usize,
+        /// The flat index of the first.
+        first: usize,
+    },
+    /// A file of a checkpoint does not match the digest written when it was saved.
+    #[error("{path}: {message}")]
+    Digest {
+        /// The file (or the digest file).
+        path: PathBuf,
+        /// What does not match.
+        message: String,
+    },
     /// A directory has no `*.safetensors` file.
     #[error("{path}: no *.safetensors file in the model directory")]
     NoWeights {

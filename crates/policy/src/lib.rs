@@ -55,6 +55,7 @@
 pub mod alloc;
 pub mod checkpoint;
 pub mod config;
+pub mod digest;
 pub mod error;
 #[cfg(feature = "flex")]
 mod fused;
@@ -66,10 +67,11 @@ pub mod tokenizer;
 
 pub use alloc::keep_freed_memory;
 pub use checkpoint::{
-    WeightDtype, load_dir, load_model, load_model_from_bytes, safetensors_bytes, save_dir,
-    save_dir_untied,
+    WeightDtype, load_dir, load_dir_with, load_model, load_model_from_bytes, load_model_with,
+    safetensors_bytes, save_dir, save_dir_untied,
 };
 pub use config::{Architecture, QwenConfig};
+pub use digest::{DIGEST_FILE, DigestCheck, Verify, verify_digests, write_digests};
 pub use error::{Error, Result};
 pub use generate::{
     FinishReason, Generation, GenerationConfig, Request, Sampling, SamplingError, generate,

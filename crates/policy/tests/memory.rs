@@ -145,9 +145,11 @@ fn fused_loss_memory_does_not_grow_with_positions_times_vocabulary() {
         );
         // … and the fused loss grows only by vocabulary-sized (not positions × vocabulary)
         // tensors: the embedding's gradient and the head's, a handful of `[d_model, vocab]`
-        // buffers.
+        // buffers, and the matrix product's packing buffers, whose size depends on the CPU's
+        // kernel (2.2 MB on an AVX-512 Xeon, under 2 MB on the AMD EPYC before it): a quarter
+        // of one logits tensor bounds both, and the kept graph grows by 20 times that.
         assert!(
-            fused < one_logits_tensor / 8,
+            fused < one_logits_tensor / 4,
             "{kind:?}: the fused loss grew by {fused} B, against {one_logits_tensor} B for one logits tensor"
         );
     }

@@ -94,9 +94,26 @@ impl TraceSummary {
         }
     }
 
-    /// Sets the tool-call counts by outcome. `error_mentions` is set to
-    /// `failed` (a failing call's stderr names the error type, while
-    /// code-judge's timeout text and the parse-failure text contain no `error`).
+    /// Sets the tool-call counts by outcome; each call is counted in exactly one of them:
+    /// - `ok`: calls that ran and succeeded (`Tool call success`);
+    /// - `failed`: calls that ran and failed (`Tool call failure`, an exception or a non-zero
+    ///   exit; `Error when executing tool`);
+    /// - `timed_out`: calls stopped at the time limit (`reason: worker_timeout`/`queue_timeout`);
+    /// - `parse_failures`: tool calls that could not be decoded (`Failed to decode tool call`).
+    ///
+    /// The total, `tool_calls`, is their sum: `with_calls(2, 0, 0, 0)` is two calls, both
+    /// successful (`p_err` 0), and `with_calls(1, 1, 1, 0)` three calls of which the paper's
+    /// rule counts two as errors. `error_mentions` (the reference's text heuristic) is set to
+    /// `failed`: a failing call's stderr names the error type, while code-judge's timeout text
+    /// and the parse-failure text contain no `error`.
+    ///
+    /// ```
+    /// use rstar_roc::{PenaltyOptions, TraceSummary, p_err};
+    ///
+    /// let t = TraceSummary::new(1.0).with_calls(1, 1, 1, 0);
+    /// assert_eq!(t.tool_calls, 3);
+    /// assert!((p_err(&t, &PenaltyOptions::paper()) - 2.0 / 3.0).abs() < 1e-12);
+    /// ```
     pub fn with_calls(mut self, ok: u32, failed: u32, timed_out: u32, parse_failures: u32) -> Self {
         self.tool_calls = ok + failed + timed_out + parse_failures;
         self.failed_calls = failed;

@@ -37,7 +37,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use rstar_episode::chat::{ChatFormat, RenderedChat};
 use rstar_policy::{Qwen, Tokenizer, WeightDtype, save_dir};
-use rstar_tasks::conversations::read_conversations;
+use rstar_tasks::conversations::read_conversations_limited;
 use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
@@ -328,6 +328,15 @@ pub fn tokenize_chat(
     Ok((ids, weights))
 }
 
+/// The most bytes a row may have before it is a bad row unread (`rstar sft`'s bound before
+/// tokenization): only rows that cannot fit `max_len` tokens are over it. No token of a
+/// real vocabulary is longer than 256 bytes, and JSON escapes at most six bytes for one of
+/// text (`\u00e9`), so a row over `max_len · 256 · 6` bytes (plus 1 MiB for the keys) has
+/// more than `max_len` tokens. Such a row is dropped even with `--bad-rows truncate`.
+pub fn max_row_bytes(max_len: usize) -> usize {
+    max_len.saturating_mul(256 * 6).saturating_add(1 << 20)
+}
+
 /// Reads, renders and tokenizes every file, splits off the validation rows and collects the
 /// bad rows.
 ///
@@ -343,7 +352,7 @@ pub fn prepare(
     let mut bad = Vec::new();
     for spec in &config.data {
         let mut rows = Vec::new();
-        for row in read_conversations(&spec.path)? {
+        for row in read_conversations_limited(&spec.path, max_row_bytes(config.max_len))? {
             let at = row.at.to_string();
             let conv = match row.conversation {
                 Ok(c) => c,
@@ -600,6 +609,8 @@ pub fn resume(
         path: out.to_path_buf(),
         message: "no checkpoint to resume from (checkpoints/last/ is missing)".into(),
     })?;
+    // A checkpoint whose files changed since they were written is refused with the file.
+    rstar_policy::verify_digests(&dir)?;
     let state = checkpoint::read_state(&dir)?;
     let (model, tokenizer, optimizer) = checkpoint::load(
         &dir,
@@ -778,6 +789,7 @@ fn save_checkpoint(
             eval: 0,
         },
         param_ids: param_ids.to_vec(),
+        run_config: None,
     };
     checkpoint::save(
         &checkpoint::dir_of(out),
@@ -804,6 +816,8 @@ fn write_model(
             std::fs::copy(&from, model_dir.join(name)).map_err(|e| io(&from, e))?;
         }
     }
+    // The digests again, over the copied files too.
+    rstar_policy::write_digests(&model_dir)?;
     Ok(model_dir)
 }
 
@@ -845,6 +859,7 @@ fn train(
         let (mut grads, loss, tokens, micro_batches) =
             batch_grads(&model, &batch, config.micro_batch_tokens);
         let grad_norm = clip_global_norm(&model, &mut grads, config.grad_clip);
+        crate::train::optim::check_step_finite("sft", step as u64 + 1, loss, grad_norm, "lr")?;
         let lr = lr_at(
             step,
             plan.steps,

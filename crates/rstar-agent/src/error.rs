@@ -113,6 +113,23 @@ pub enum AgentError {
         /// What is wrong with it.
         message: String,
     },
+    /// A training step produced a NaN or infinite loss or gradient norm. The run stops before
+    /// the optimizer applies it: no metrics line, no checkpoint of it.
+    #[error(
+        "{phase} step {step} diverged: the {quantity} is {value} (lower `{lr_field}` or set a gradient clip); nothing of this step was applied, logged or checkpointed"
+    )]
+    Diverged {
+        /// `sft` or `rl`.
+        phase: &'static str,
+        /// The 1-based step.
+        step: u64,
+        /// `loss` or `gradient norm`.
+        quantity: &'static str,
+        /// The value (NaN or ±inf).
+        value: f64,
+        /// The learning-rate field to look at (`sft.lr`, `rl.lr`).
+        lr_field: &'static str,
+    },
     /// A run cannot be resumed from this directory or checkpoint; names the path.
     #[error("resume from {}: {message}", path.display())]
     Resume {

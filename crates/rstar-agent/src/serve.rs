@@ -26,6 +26,18 @@
 //! stop strings ([`TurnOptions`]); choice `j` samples with seed `seed + j`, so a seeded request
 //! returns the same tokens whichever batch it lands in (up to float rounding).
 //!
+//! `stream: true` answers both endpoints with server-sent events in OpenAI's chunk format
+//! (`chat.completion.chunk` objects with `choices[].delta`, then `data: [DONE]`), a last chunk
+//! with `usage` and no choices when `stream_options.include_usage` is set. A choice is generated
+//! whole and then sent as one chunk per token (where the tokens decode to whole characters), in one
+//! response: this engine batches whole turns and has no per-token callback.
+//!
+//! A chat request with `tools` gets the Hermes `<tool_call>{"name", "arguments"}</tool_call>`
+//! blocks of the model's text as OpenAI `tool_calls` (`id`, `type: "function"`,
+//! `function.name`, `function.arguments` as a JSON string) with `finish_reason: "tool_calls"`,
+//! in streams too, as vLLM's `hermes` tool parser returns them; `tool_choice` may be `auto` or
+//! `none`.
+//!
 //! Beyond OpenAI's fields the server reads vLLM's `top_k`, `ignore_eos` and
 //! `include_stop_str_in_output`, and every choice carries vLLM's `token_ids` (the generated ids,
 //! a stop string's or EOS token included) and `stop_reason`. Log-probabilities are the model's at
@@ -71,6 +83,9 @@ use crate::engine::{LocalEngine, LocalEngineConfig, TurnOptions, TurnSpec};
 use crate::error::AgentError;
 use crate::template::{Template, TemplateFormat};
 
+mod stream;
+mod tool_calls;
+
 /// How [`start`] serves a model.
 #[derive(Clone, PartialEq)]
 pub struct ServeConfig {
@@ -108,6 +123,9 @@ pub struct ServeConfig {
     /// (`/upload_weights`, `/update_weights_from_disk`, `/collective_rpc`) replace the served
     /// model, so a server reachable from other machines should have one.
     pub api_key: Option<String>,
+    /// What one client can hold: open connections, and how long a request head and body may
+    /// take to arrive ([`rstar_toolserver::http::ConnectionLimits`]).
+    pub limits: rstar_toolserver::http::ConnectionLimits,
 }
 
 /// Shows whether an API key is set, never the key.
@@ -128,6 +146,7 @@ impl std::fmt::Debug for ServeConfig {
             max_in_flight,
             model_dir,
             api_key,
+            limits,
         } = self;
         f.debug_struct("ServeConfig")
             .field("host", host)
@@ -143,6 +162,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("max_in_flight", max_in_flight)
             .field("model_dir", model_dir)
             .field("api_key", &crate::remote::redacted(api_key))
+            .field("limits", limits)
             .finish()
     }
 }
@@ -166,6 +186,7 @@ impl ServeConfig {
             max_in_flight: 1024,
             model_dir: None,
             api_key: None,
+            limits: rstar_toolserver::http::ConnectionLimits::new(),
         }
     }
 
@@ -185,6 +206,9 @@ impl ServeConfig {
         }
         if self.api_key.as_deref().is_some_and(str::is_empty) {
             return bad("`api_key` must not be empty (leave it unset for none)");
+        }
+        if let Err(e) = self.limits.validate() {
+            return Err(AgentError::Serve(format!("`limits`: {e}")));
         }
         Ok(())
     }
@@ -239,11 +263,10 @@ pub async fn start(
         .map_err(|e| AgentError::Serve(format!("reading the bound address: {e}")))?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            })
-            .await
+        rstar_toolserver::http::serve(listener, app, config.limits, async move {
+            let _ = stopped.await;
+        })
+        .await
     });
     Ok(ServerHandle {
         addr,
@@ -299,9 +322,21 @@ pub fn router(
         updating: tokio::sync::Mutex::new(()),
     });
     let api_key = config.api_key.clone();
+    let budget_layer = axum::middleware::from_fn_with_state(
+        rstar_toolserver::http::BodyBudget::new(config.max_body_bytes.saturating_add(4 << 20)),
+        rstar_toolserver::http::BodyBudget::layer,
+    );
     let routes = Router::new()
-        .route("/v1/completions", post(completions))
-        .route("/v1/chat/completions", post(chat_completions))
+        // Prompts are parsed and tokenized within a bound of bytes at once, so large ones
+        // queue behind each other and `/health` and small requests stay fast.
+        .route(
+            "/v1/completions",
+            post(completions).layer(budget_layer.clone()),
+        )
+        .route(
+            "/v1/chat/completions",
+            post(chat_completions).layer(budget_layer),
+        )
         .route("/v1/models", get(models))
         .route("/update_weights_from_disk", post(update_weights_from_disk))
         .route("/collective_rpc", post(collective_rpc))
@@ -448,7 +483,11 @@ async fn method_not_allowed() -> ApiError {
 /// The request body's bytes.
 fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|e| ApiError {
-        status: e.status(),
+        status: if rstar_toolserver::http::is_body_timeout(&e) {
+            StatusCode::REQUEST_TIMEOUT
+        } else {
+            e.status()
+        },
         kind: "invalid_request_error",
         message: format!("reading the request body: {}", e.body_text()),
         param: None,
@@ -510,6 +549,7 @@ impl<'de> Deserialize<'de> for Stop {
 struct CommonRequest {
     model: Option<String>,
     stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
     presence_penalty: Option<f64>,
     frequency_penalty: Option<f64>,
     repetition_penalty: Option<f64>,
@@ -531,6 +571,13 @@ struct CommonRequest {
     include_stop_str_in_output: Option<bool>,
 }
 
+/// OpenAI's `stream_options`.
+#[derive(Debug, Default, Deserialize)]
+struct StreamOptions {
+    /// End the stream with a chunk holding `usage` and no choices.
+    include_usage: Option<bool>,
+}
+
 /// A `POST /v1/completions` body.
 #[derive(Debug, Deserialize)]
 struct CompletionRequest {
@@ -550,6 +597,8 @@ struct ChatRequest {
     common: CommonRequest,
     messages: Option<Vec<Message>>,
     tools: Option<Vec<PyJson>>,
+    /// `auto` or `none` (a string); other choices are refused.
+    tool_choice: Option<Value>,
     logprobs: Option<bool>,
 }
 
@@ -576,6 +625,10 @@ struct Common {
     n: usize,
     ignore_eos: bool,
     include_stop: bool,
+    /// Answer as server-sent events.
+    stream: bool,
+    /// End the stream with a usage chunk (`stream_options.include_usage`).
+    include_usage: bool,
 }
 
 impl CommonRequest {
@@ -595,9 +648,19 @@ impl CommonRequest {
                 param: Some("model".into()),
             });
         }
-        if self.stream == Some(true) {
-            return Err(ApiError::field("stream", "streaming is not supported"));
+        let stream = self.stream == Some(true);
+        if self.stream_options.is_some() && !stream {
+            // OpenAI's and vLLM's rule.
+            return Err(ApiError::field(
+                "stream_options",
+                "is only allowed when `stream` is true",
+            ));
         }
+        let include_usage = self
+            .stream_options
+            .as_ref()
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false);
         for (name, value) in [
             ("presence_penalty", self.presence_penalty),
             ("frequency_penalty", self.frequency_penalty),
@@ -645,11 +708,34 @@ impl CommonRequest {
             n,
             ignore_eos: self.ignore_eos.unwrap_or(false),
             include_stop: self.include_stop_str_in_output.unwrap_or(false),
+            stream,
+            include_usage,
         })
     }
 }
 
 /// The prompts of a completion request as token ids.
+/// The most bytes one token can stand for: no real vocabulary has a longer token.
+const MAX_TOKEN_BYTES: usize = 256;
+
+/// Refuses a text that cannot fit the context whatever its tokens are (more than
+/// `MAX_TOKEN_BYTES` bytes per position), before it is tokenized: a 30 MB prompt is answered
+/// at once instead of holding a thread for seconds.
+fn fits_context(state: &AppState, text: &str, param: &str) -> Result<(), ApiError> {
+    let limit = state.max_model_len.saturating_mul(MAX_TOKEN_BYTES);
+    if text.len() > limit {
+        return Err(ApiError::field(
+            param,
+            format!(
+                "is {} bytes, more than the {} tokens of the context can hold (at most {MAX_TOKEN_BYTES} bytes a token): not tokenized",
+                text.len(),
+                state.max_model_len
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn parse_prompts(prompt: Option<&Value>, state: &AppState) -> Result<Vec<Vec<u32>>, ApiError> {
     let bad_shape = || {
         ApiError::field(
@@ -658,6 +744,7 @@ fn parse_prompts(prompt: Option<&Value>, state: &AppState) -> Result<Vec<Vec<u32
         )
     };
     let encode = |text: &str| {
+        fits_context(state, text, "prompt")?;
         state
             .tokenizer
             .encode(text)
@@ -888,7 +975,7 @@ fn usage(prompts: &[(Vec<u32>, usize)], generations: &[Generation]) -> Value {
 async fn completions(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let request: CompletionRequest = parse_body(&body_bytes(body)?)?;
     let common = request.common.validate(&state, false)?;
     if request.echo == Some(true) {
@@ -917,23 +1004,39 @@ async fn completions(
         .collect::<Result<Vec<_>, ApiError>>()?;
     let (generations, versions) =
         generate_all(&state, &prompts, &common, common.stop.clone()).await?;
+    let head = ResponseHead {
+        id: format!("cmpl-{}", response_id()),
+        object: "text_completion",
+        created: unix_now(),
+    };
+    let texts: Vec<String> = generations
+        .iter()
+        .map(|g| choice_text(g, common.include_stop, &[]))
+        .collect();
+    let totals = usage(&prompts, &generations);
+    if common.stream {
+        let usage = common.include_usage.then_some(totals);
+        return Ok(stream::sse_response(&completion_chunks(
+            &state,
+            &head,
+            &generations,
+            &versions,
+            &texts,
+            logprobs.is_some(),
+            usage,
+        )));
+    }
     let choices: Vec<Value> = generations
         .iter()
         .zip(&versions)
+        .zip(texts)
         .enumerate()
-        .map(|(index, (g, version))| {
+        .map(|(index, ((g, version), text))| {
             let (reason, stop_reason) = finish_reason(g);
-            let logprobs = logprobs.map(|_| {
-                json!({
-                    "tokens": token_strings(&state, &g.tokens),
-                    "token_logprobs": g.logprobs,
-                    "top_logprobs": Value::Null,
-                    "text_offset": Value::Null,
-                })
-            });
+            let logprobs = logprobs.map(|_| completion_logprobs(&state, &g.tokens, &g.logprobs));
             json!({
                 "index": index,
-                "text": choice_text(g, common.include_stop, &[]),
+                "text": text,
                 "finish_reason": reason,
                 "stop_reason": stop_reason,
                 "logprobs": logprobs,
@@ -942,21 +1045,207 @@ async fn completions(
             })
         })
         .collect();
-    Ok(axum::Json(json!({
-        "id": format!("cmpl-{}", response_id()),
-        "object": "text_completion",
-        "created": unix_now(),
-        "model": state.config.model_name,
-        "choices": choices,
-        "usage": usage(&prompts, &generations),
-        "metadata": metadata(&versions),
-    })))
+    let mut body = head.json(&state);
+    body["choices"] = Value::Array(choices);
+    body["usage"] = totals;
+    body["metadata"] = metadata(&versions);
+    Ok(axum::Json(body).into_response())
+}
+
+/// What every chunk of a response shares, and the response itself.
+struct ResponseHead {
+    id: String,
+    object: &'static str,
+    created: u64,
+}
+
+impl ResponseHead {
+    /// `{"id", "object", "created", "model"}`.
+    fn json(&self, state: &AppState) -> Value {
+        json!({
+            "id": self.id,
+            "object": self.object,
+            "created": self.created,
+            "model": state.config.model_name,
+        })
+    }
+
+    /// A stream chunk of one choice; `usage: null` when the stream ends with a usage chunk
+    /// (as OpenAI writes every chunk of such a stream).
+    fn chunk(&self, state: &AppState, choice: Value, with_usage: bool) -> Value {
+        let mut chunk = self.json(state);
+        chunk["choices"] = json!([choice]);
+        if with_usage {
+            chunk["usage"] = Value::Null;
+        }
+        chunk
+    }
+
+    /// The last chunk of a stream with `stream_options.include_usage`: no choices, the usage.
+    fn usage_chunk(&self, state: &AppState, usage: Value, versions: &[Arc<str>]) -> Value {
+        let mut chunk = self.json(state);
+        chunk["choices"] = json!([]);
+        chunk["usage"] = usage;
+        chunk["metadata"] = metadata(versions);
+        chunk
+    }
+}
+
+/// A completion choice's `logprobs` for `tokens`.
+fn completion_logprobs(state: &AppState, tokens: &[u32], logprobs: &[f32]) -> Value {
+    json!({
+        "tokens": token_strings(state, tokens),
+        "token_logprobs": logprobs,
+        "top_logprobs": Value::Null,
+        "text_offset": Value::Null,
+    })
+}
+
+/// A chat choice's `logprobs.content` for `tokens`.
+fn chat_logprobs(state: &AppState, tokens: &[u32], logprobs: &[f32]) -> Value {
+    let content: Vec<Value> = token_strings(state, tokens)
+        .into_iter()
+        .zip(logprobs)
+        .map(|(token, lp)| {
+            json!({
+                "token": token,
+                "logprob": lp,
+                "bytes": token.as_bytes(),
+                "top_logprobs": [],
+            })
+        })
+        .collect();
+    json!({ "content": content })
+}
+
+/// The `logprobs` slice of a piece (empty when the generation has none for those tokens).
+fn piece_logprobs(g: &Generation, tokens: &std::ops::Range<usize>) -> Vec<f32> {
+    g.logprobs.get(tokens.clone()).unwrap_or_default().to_vec()
+}
+
+/// A streamed completion: per choice, one chunk per [`stream::pieces`] piece (with its
+/// `token_ids` and, when asked, its log-probs), then one with the `finish_reason`; then the usage
+/// chunk when asked.
+fn completion_chunks(
+    state: &AppState,
+    head: &ResponseHead,
+    generations: &[Generation],
+    versions: &[Arc<str>],
+    texts: &[String],
+    logprobs: bool,
+    usage: Option<Value>,
+) -> Vec<Value> {
+    let with_usage = usage.is_some();
+    let mut chunks = Vec::new();
+    for (index, ((g, version), text)) in generations.iter().zip(versions).zip(texts).enumerate() {
+        for piece in stream::pieces(&state.tokenizer, &g.tokens, text) {
+            let ids = &g.tokens[piece.tokens.clone()];
+            let logprobs = logprobs
+                .then(|| completion_logprobs(state, ids, &piece_logprobs(g, &piece.tokens)));
+            let choice = json!({
+                "index": index,
+                "text": piece.text,
+                "logprobs": logprobs,
+                "finish_reason": Value::Null,
+                "token_ids": ids,
+            });
+            chunks.push(head.chunk(state, choice, with_usage));
+        }
+        let (reason, stop_reason) = finish_reason(g);
+        let choice = json!({
+            "index": index,
+            "text": "",
+            "logprobs": Value::Null,
+            "finish_reason": reason,
+            "stop_reason": stop_reason,
+            "token_ids": [],
+            "weight_version": &**version,
+        });
+        chunks.push(head.chunk(state, choice, with_usage));
+    }
+    if let Some(usage) = usage {
+        chunks.push(head.usage_chunk(state, usage, versions));
+    }
+    chunks
+}
+
+/// One chat choice, read: its content and, when the request has tools, its tool calls.
+struct ChatChoice<'a> {
+    generation: &'a Generation,
+    version: &'a str,
+    /// The content without tool parsing (the stop string cut).
+    content: String,
+    /// The tool calls, when the request has `tools` and the text holds decodable calls.
+    tools: Option<tool_calls::ToolTurn>,
+}
+
+impl ChatChoice<'_> {
+    /// The content the choice reports: the text before the first tool call, or all of it.
+    fn content(&self) -> &str {
+        self.tools.as_ref().map_or(&self.content, |t| &t.content)
+    }
+
+    fn finish_reason(&self) -> (&'static str, Value) {
+        let (reason, stop_reason) = finish_reason(self.generation);
+        match self.tools {
+            Some(_) => ("tool_calls", stop_reason),
+            None => (reason, stop_reason),
+        }
+    }
+}
+
+/// A streamed chat completion: per choice, a first chunk with `role`, one chunk per
+/// [`stream::pieces`] piece of the content, one per tool call (`delta.tool_calls`, whole), then
+/// one with the `finish_reason`; then the usage chunk when asked.
+fn chat_chunks(
+    state: &AppState,
+    head: &ResponseHead,
+    choices: &[ChatChoice<'_>],
+    logprobs: bool,
+    usage: Option<Value>,
+    versions: &[Arc<str>],
+) -> Vec<Value> {
+    let with_usage = usage.is_some();
+    let mut chunks = Vec::new();
+    for (index, c) in choices.iter().enumerate() {
+        let g = c.generation;
+        let delta = |delta: Value| json!({ "index": index, "delta": delta, "logprobs": Value::Null, "finish_reason": Value::Null });
+        chunks.push(head.chunk(
+            state,
+            delta(json!({ "role": "assistant", "content": "" })),
+            with_usage,
+        ));
+        for piece in stream::pieces(&state.tokenizer, &g.tokens, c.content()) {
+            let ids = &g.tokens[piece.tokens.clone()];
+            let mut choice = delta(json!({ "content": piece.text }));
+            if logprobs {
+                choice["logprobs"] = chat_logprobs(state, ids, &piece_logprobs(g, &piece.tokens));
+            }
+            choice["token_ids"] = json!(ids);
+            chunks.push(head.chunk(state, choice, with_usage));
+        }
+        for (k, call) in c.tools.iter().flat_map(|t| &t.calls).enumerate() {
+            let choice = delta(json!({ "tool_calls": [call.to_json(Some(k))] }));
+            chunks.push(head.chunk(state, choice, with_usage));
+        }
+        let (reason, stop_reason) = c.finish_reason();
+        let mut choice = delta(json!({}));
+        choice["finish_reason"] = json!(reason);
+        choice["stop_reason"] = stop_reason;
+        choice["token_ids"] = json!([]);
+        choice["weight_version"] = json!(c.version);
+        chunks.push(head.chunk(state, choice, with_usage));
+    }
+    if let Some(usage) = usage {
+        chunks.push(head.usage_chunk(state, usage, versions));
+    }
+    chunks
 }
 
 async fn chat_completions(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let request: ChatRequest = parse_body(&body_bytes(body)?)?;
     let common = request.common.validate(&state, true)?;
     let logprobs = request.logprobs.unwrap_or(false);
@@ -971,11 +1260,25 @@ async fn chat_completions(
         .into_iter()
         .map(|t| t.text)
         .collect();
+    // `auto` (the default) and `none`; forcing a call needs guided decoding, which this engine
+    // does not have.
+    let parse_tools = match &request.tool_choice {
+        None => !tools.is_empty(),
+        Some(Value::String(s)) if s == "auto" => !tools.is_empty(),
+        Some(Value::String(s)) if s == "none" => false,
+        Some(_) => {
+            return Err(ApiError::field(
+                "tool_choice",
+                "only `auto` and `none` are supported",
+            ));
+        }
+    };
     let text = render_chat(
         &state,
         &messages,
         Some(&tools[..]).filter(|t| !t.is_empty()),
     )?;
+    fits_context(&state, &text, "messages")?;
     let context = state
         .tokenizer
         .encode(&text)
@@ -996,51 +1299,75 @@ async fn chat_completions(
         TemplateFormat::Compact => template.stop_strings().to_vec(),
         TemplateFormat::ChatMl => Vec::new(),
     };
-    let choices: Vec<Value> = generations
+    let head = ResponseHead {
+        id: format!("chatcmpl-{}", response_id()),
+        object: "chat.completion",
+        created: unix_now(),
+    };
+    let choices: Vec<ChatChoice<'_>> = generations
         .iter()
         .zip(&versions)
-        .enumerate()
-        .map(|(index, (g, version))| {
-            let (reason, stop_reason) = finish_reason(g);
+        .map(|(g, version)| {
             let mut content = choice_text(g, common.include_stop, &keep);
             if let Some(stripped) = content.strip_suffix("<|im_end|>") {
                 content = stripped.to_string();
             }
-            let logprobs = logprobs.then(|| {
-                let content: Vec<Value> = token_strings(&state, &g.tokens)
-                    .into_iter()
-                    .zip(&g.logprobs)
-                    .map(|(token, lp)| {
-                        json!({
-                            "token": token,
-                            "logprob": lp,
-                            "bytes": token.as_bytes(),
-                            "top_logprobs": [],
-                        })
-                    })
-                    .collect();
-                json!({ "content": content })
-            });
+            let tools = if parse_tools {
+                tool_calls::parse(&content, |_| format!("call_{}", response_id()))
+            } else {
+                None
+            };
+            ChatChoice {
+                generation: g,
+                version,
+                content,
+                tools,
+            }
+        })
+        .collect();
+    let totals = usage(&prompts, &generations);
+    if common.stream {
+        let head = ResponseHead {
+            object: "chat.completion.chunk",
+            ..head
+        };
+        let usage = common.include_usage.then_some(totals);
+        return Ok(stream::sse_response(&chat_chunks(
+            &state, &head, &choices, logprobs, usage, &versions,
+        )));
+    }
+    let choices: Vec<Value> = choices
+        .iter()
+        .enumerate()
+        .map(|(index, c)| {
+            let g = c.generation;
+            let (reason, stop_reason) = c.finish_reason();
+            let logprobs = logprobs.then(|| chat_logprobs(&state, &g.tokens, &g.logprobs));
+            let message = match &c.tools {
+                // As vLLM answers: `content` is the text before the calls, `null` when empty.
+                Some(t) => json!({
+                    "role": "assistant",
+                    "content": Some(&t.content).filter(|s| !s.is_empty()),
+                    "tool_calls": t.calls.iter().map(|call| call.to_json(None)).collect::<Vec<_>>(),
+                }),
+                None => json!({ "role": "assistant", "content": c.content }),
+            };
             json!({
                 "index": index,
-                "message": { "role": "assistant", "content": content },
+                "message": message,
                 "finish_reason": reason,
                 "stop_reason": stop_reason,
                 "logprobs": logprobs,
                 "token_ids": g.tokens,
-                "weight_version": &**version,
+                "weight_version": c.version,
             })
         })
         .collect();
-    Ok(axum::Json(json!({
-        "id": format!("chatcmpl-{}", response_id()),
-        "object": "chat.completion",
-        "created": unix_now(),
-        "model": state.config.model_name,
-        "choices": choices,
-        "usage": usage(&prompts, &generations),
-        "metadata": metadata(&versions),
-    })))
+    let mut body = head.json(&state);
+    body["choices"] = Value::Array(choices);
+    body["usage"] = totals;
+    body["metadata"] = metadata(&versions);
+    Ok(axum::Json(body).into_response())
 }
 
 fn check_choices(state: &AppState, choices: usize) -> Result<(), ApiError> {

@@ -132,6 +132,28 @@ pub fn http(
     (status, body)
 }
 
+/// Reads from `stream` until the server closes the connection: what it answered, or `None`
+/// when `limit` passed without a byte (a connection the server never cut off).
+pub fn read_until_closed(
+    stream: &mut std::net::TcpStream,
+    limit: std::time::Duration,
+) -> Option<String> {
+    use std::io::Read;
+    stream.set_read_timeout(Some(limit)).ok()?;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(String::from_utf8_lossy(&out).into_owned()),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Some(String::from_utf8_lossy(&out).into_owned());
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
 // --- A tiny HF model directory for end-to-end tests -------------------------------------------
 
 /// GPT-2's byte-to-character table of byte-level BPE: printable Latin-1 bytes stand for

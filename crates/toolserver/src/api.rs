@@ -1,5 +1,5 @@
-//! The wire types of both protocols: code-judge (`/run*`) and SandboxFusion
-//! (`/run_code`).
+//! The wire types of both protocols: code-judge (`/run*`, `/judge*`) and SandboxFusion
+//! (`/run_code`, `/run_jupyter`).
 
 use std::collections::BTreeMap;
 
@@ -160,6 +160,53 @@ pub struct BatchResult {
     pub results: Vec<SubmissionResult>,
 }
 
+/// A code-judge `/judge` result: [`SubmissionResult`] without the streams, as code-judge's
+/// `JudgeResult` leaves `stdout` and `stderr` out (rather than writing them `null`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeResult {
+    /// The submission's id.
+    pub sub_id: String,
+    /// `run_success` and, when `expected_output` was given, matching output.
+    pub success: bool,
+    /// The program exited with status 0.
+    pub run_success: bool,
+    /// Seconds the program ran.
+    pub cost: f64,
+    /// Why the call did not complete normally (`""` when it did).
+    #[serde(default)]
+    pub reason: Reason,
+}
+
+impl From<SubmissionResult> for JudgeResult {
+    fn from(r: SubmissionResult) -> Self {
+        Self {
+            sub_id: r.sub_id,
+            success: r.success,
+            run_success: r.run_success,
+            cost: r.cost,
+            reason: r.reason,
+        }
+    }
+}
+
+/// A code-judge `/judge/batch` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchJudgeResult {
+    /// The batch's id.
+    pub sub_id: String,
+    /// One result per submission, in order.
+    pub results: Vec<JudgeResult>,
+}
+
+impl From<BatchResult> for BatchJudgeResult {
+    fn from(b: BatchResult) -> Self {
+        Self {
+            sub_id: b.sub_id,
+            results: b.results.into_iter().map(JudgeResult::from).collect(),
+        }
+    }
+}
+
 /// `GET /status`: code-judge's two fields plus ours.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerStatus {
@@ -286,6 +333,84 @@ pub struct RunCodeResponse {
     pub files: BTreeMap<String, String>,
 }
 
+/// SandboxFusion's `POST /run_jupyter` request: cells run in order in one notebook, so a
+/// later cell sees what an earlier one defined.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunJupyterRequest {
+    /// The cells' code, in order.
+    pub cells: Vec<String>,
+    /// Wall-clock limit of one cell in seconds (its replay of the earlier cells included); 0
+    /// means none beyond `total_timeout`.
+    #[serde(default)]
+    pub cell_timeout: f64,
+    /// Wall-clock limit of all the cells together, in seconds.
+    #[serde(default = "forty_five")]
+    pub total_timeout: f64,
+    /// The kernel: only `python3` (SandboxFusion's only one).
+    #[serde(default = "python3")]
+    pub kernel: String,
+    /// Files to create; not supported (a non-empty map gets a 422).
+    #[serde(default)]
+    pub files: BTreeMap<String, Option<String>>,
+    /// Files to return; not supported (a non-empty list gets a 422).
+    #[serde(default)]
+    pub fetch_files: Vec<String>,
+}
+
+fn forty_five() -> f64 {
+    45.0
+}
+
+fn python3() -> String {
+    "python3".into()
+}
+
+impl RunJupyterRequest {
+    /// A request with SandboxFusion's defaults (no cell limit, 45 s in all, `python3`).
+    pub fn new(cells: Vec<String>) -> Self {
+        Self {
+            cells,
+            cell_timeout: 0.0,
+            total_timeout: forty_five(),
+            kernel: python3(),
+            files: BTreeMap::new(),
+            fetch_files: Vec::new(),
+        }
+    }
+}
+
+/// SandboxFusion's `CellRunResult`: what one cell wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellRunResult {
+    /// The cell's stdout (its last expression's `repr` included, as `jupyter_code` prints it).
+    pub stdout: String,
+    /// The cell's stderr.
+    pub stderr: String,
+    /// Rich display outputs: always empty here (the value of a last expression is in `stdout`).
+    pub display: Vec<serde_json::Map<String, serde_json::Value>>,
+    /// The cell's exception, as Jupyter's `error` output (`ename`, `evalue`, `traceback`);
+    /// empty when the cell ran through.
+    pub error: Vec<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// SandboxFusion's `POST /run_jupyter` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunJupyterResponse {
+    /// `Success` when every cell ran (a cell that raised included: its exception is in its
+    /// `error`), `Failed` when the time ran out, `SandboxError` when the sandbox failed.
+    pub status: RunStatus,
+    /// A message for `SandboxError`, else empty.
+    pub message: String,
+    /// The notebook run as a whole: its status and time.
+    pub driver: Option<CommandRunResult>,
+    /// One result per cell when `status` is `Success`, else empty (as SandboxFusion answers).
+    pub cells: Vec<CellRunResult>,
+    /// This server's name (SandboxFusion reports its pod).
+    pub executor_pod_name: Option<String>,
+    /// Fetched files: always empty here.
+    pub files: BTreeMap<String, String>,
+}
+
 /// The body of every 4xx/5xx answer (FastAPI's shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -368,6 +493,21 @@ mod tests {
             let text = serde_json::to_string(&sub).unwrap();
             proptest::prop_assert_eq!(serde_json::from_str::<Submission>(&text).unwrap(), sub);
         }
+    }
+
+    #[test]
+    fn issue_44_judge_results_leave_the_streams_out() {
+        let run = SubmissionResult {
+            stdout: Some("1\n".into()),
+            ..SubmissionResult::failed("j", Reason::None, "")
+        };
+        let judged = serde_json::to_value(JudgeResult::from(run)).unwrap();
+        let mut keys: Vec<&String> = judged.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["cost", "reason", "run_success", "sub_id", "success"]);
+        let r: RunJupyterRequest = serde_json::from_str(r#"{"cells": ["a = 1"]}"#).unwrap();
+        assert_eq!(r, RunJupyterRequest::new(vec!["a = 1".into()]));
+        assert_eq!((r.total_timeout, r.cell_timeout), (45.0, 0.0));
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //!   its `queue_timeout` semantics: a call that waited for a worker longer
 //!   than [`ServerConfig::queue_timeout_s`] is answered `queue_timeout`
 //!   without running;
-//! - SandboxFusion: `POST /run_code`.
+//! - SandboxFusion: `POST /run_code`, and `POST /run_jupyter` served by the
+//!   pool's stateful notebook tool (`jupyter_code`: each cell replays the
+//!   earlier ones, so state carries over).
 //!
 //! [`Client`] batches calls (up to 64 a request), bounds the requests in
 //! flight, retries `queue_timeout` results and transport errors with
@@ -60,6 +62,7 @@
 pub mod api;
 mod client;
 mod error;
+pub mod http;
 mod server;
 
 pub use client::{Client, ClientBuilder, EndpointLoad, MAX_BATCH};

@@ -19,9 +19,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::api::{
-    BatchResult, BatchSubmission, CommandRunResult, CommandRunStatus, ErrorBody,
-    MAX_STDOUT_ERROR_LENGTH, Reason, RunCodeRequest, RunCodeResponse, RunStatus, ServerStatus,
-    Submission, SubmissionResult, head_chars,
+    BatchJudgeResult, BatchResult, BatchSubmission, CellRunResult, CommandRunResult,
+    CommandRunStatus, ErrorBody, JudgeResult, MAX_STDOUT_ERROR_LENGTH, Reason, RunCodeRequest,
+    RunCodeResponse, RunJupyterRequest, RunJupyterResponse, RunStatus, ServerStatus, Submission,
+    SubmissionResult, head_chars,
 };
 use crate::error::{Error, Result};
 
@@ -54,6 +55,34 @@ pub struct ServerConfig {
     pub drain_timeout_s: f64,
     /// Reported as SandboxFusion's `executor_pod_name`.
     pub name: String,
+    /// Connections open at once; one more is answered `503` and closed
+    /// ([`crate::http::ConnectionLimits`]).
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Seconds a client may take to send a request head (from its connection's start or its
+    /// previous response: also the idle keep-alive limit); the connection is closed after.
+    #[serde(default = "default_header_timeout_s")]
+    pub header_timeout_s: f64,
+    /// Seconds a client may take to send a request body once its head has arrived; the
+    /// request is refused after.
+    #[serde(default = "default_body_timeout_s")]
+    pub body_timeout_s: f64,
+}
+
+fn default_max_connections() -> usize {
+    crate::http::ConnectionLimits::new().max_connections
+}
+
+fn default_header_timeout_s() -> f64 {
+    crate::http::ConnectionLimits::new()
+        .header_timeout
+        .as_secs_f64()
+}
+
+fn default_body_timeout_s() -> f64 {
+    crate::http::ConnectionLimits::new()
+        .body_timeout
+        .as_secs_f64()
 }
 
 impl Default for ServerConfig {
@@ -76,6 +105,18 @@ impl ServerConfig {
             internal_retries: 2,
             drain_timeout_s: 60.0,
             name: "rstar-toolserver".into(),
+            max_connections: default_max_connections(),
+            header_timeout_s: default_header_timeout_s(),
+            body_timeout_s: default_body_timeout_s(),
+        }
+    }
+
+    /// The connection bounds of [`crate::http::serve`].
+    pub fn connection_limits(&self) -> crate::http::ConnectionLimits {
+        crate::http::ConnectionLimits {
+            max_connections: self.max_connections,
+            header_timeout: Duration::from_secs_f64(self.header_timeout_s),
+            body_timeout: Duration::from_secs_f64(self.body_timeout_s),
         }
     }
 
@@ -109,6 +150,19 @@ impl ServerConfig {
         }
         if self.token.as_deref() == Some("") {
             return Err(Error::Config("the bearer token must not be empty".into()));
+        }
+        for (field, v) in [
+            ("header_timeout_s", self.header_timeout_s),
+            ("body_timeout_s", self.body_timeout_s),
+        ] {
+            if !(v.is_finite() && v > 0.0 && v < 1e9) {
+                return Err(Error::Config(format!(
+                    "{field} must be a positive number of seconds, got {v}"
+                )));
+            }
+        }
+        if self.max_connections == 0 {
+            return Err(Error::Config("max_connections must be at least 1".into()));
         }
         Ok(())
     }
@@ -191,15 +245,15 @@ impl ServerBuilder {
         let local = listener
             .local_addr()
             .map_err(|source| Error::Bind { addr, source })?;
+        let limits = self.config.connection_limits();
         let state = Arc::new(ServiceState::new(pool, self.config));
         let app = router_with(Arc::clone(&state));
         let (stop_tx, mut stop_rx) = watch::channel(false);
         let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.wait_for(|stop| *stop).await;
-                })
-                .await
+            crate::http::serve(listener, app, limits, async move {
+                let _ = stop_rx.wait_for(|stop| *stop).await;
+            })
+            .await
         });
         tracing::info!(%local, "tool server listening");
         Ok(ServerHandle {
@@ -374,14 +428,13 @@ impl ServiceState {
         sub: Submission,
         enqueued: Instant,
         patient: bool,
-        keep_output: bool,
     ) -> SubmissionResult {
         let sub_id = sub.sub_id.clone().unwrap_or_else(|| self.make_id());
         let call = ToolCall::python(sub.solution, sub.input.unwrap_or_default());
         let task = tokio::spawn(Arc::clone(self).execute(call, enqueued, patient));
         let outcome = task.await.unwrap_or(Err(Reason::InternalError));
         let limit = self.config.queue_timeout_s;
-        let mut result = match outcome {
+        match outcome {
             Err(Reason::QueueTimeout) => SubmissionResult::failed(
                 sub_id,
                 Reason::QueueTimeout,
@@ -391,12 +444,7 @@ impl ServiceState {
                 SubmissionResult::failed(sub_id, reason, "the call could not be scheduled")
             }
             Ok(r) => to_submission_result(sub_id, &r, sub.expected_output.as_deref()),
-        };
-        if !keep_output {
-            result.stdout = None;
-            result.stderr = None;
         }
-        result
     }
 }
 
@@ -516,6 +564,12 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if crate::http::is_body_timeout(&e) {
+                return ApiError(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("cannot read the request body: {}", e.body_text()),
+                );
+            }
             let status = e.status();
             let detail = if status == StatusCode::PAYLOAD_TOO_LARGE {
                 "request body is larger than the server's limit".to_string()
@@ -553,7 +607,13 @@ fn router_with(state: Arc<ServiceState>) -> Router {
         .route("/judge/batch", post(judge_batch))
         .route("/judge/long-batch", post(judge_long_batch))
         .route("/run_code", post(run_code))
+        .route("/run_jupyter", post(run_jupyter))
         .fallback(not_found)
+        // Inside the guard: an unauthenticated request holds no part of the budget.
+        .layer(middleware::from_fn_with_state(
+            crate::http::BodyBudget::new(limit.saturating_add(4 << 20)),
+            crate::http::BodyBudget::layer,
+        ))
         .layer(middleware::from_fn_with_state(Arc::clone(&state), guard))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
@@ -590,10 +650,16 @@ async fn guard(
 /// Whether `headers` carry `Authorization: Bearer <token>`, compared in time that depends on
 /// the lengths only. The check of `rstar tools serve --token` and of `rstar serve --api-key`.
 pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    // The scheme name is case-insensitive (RFC 7235, section 2.1): `bearer`, `BEARER`.
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| {
+            let (scheme, credentials) = v.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| credentials.trim_start_matches(' '))
+        })
         .unwrap_or("");
     constant_time_eq(given.as_bytes(), token.as_bytes())
 }
@@ -640,62 +706,65 @@ async fn run(
     state: State<Arc<ServiceState>>,
     body: JsonBody<Submission>,
 ) -> Result<axum::Json<SubmissionResult>, ApiError> {
-    single(state, body, true).await
+    single(state, body).await.map(axum::Json)
 }
 
+/// `/run` without the streams: code-judge's `JudgeResult` has no `stdout`/`stderr` fields.
 async fn judge(
     state: State<Arc<ServiceState>>,
     body: JsonBody<Submission>,
-) -> Result<axum::Json<SubmissionResult>, ApiError> {
-    single(state, body, false).await
+) -> Result<axum::Json<JudgeResult>, ApiError> {
+    single(state, body)
+        .await
+        .map(|r| axum::Json(JudgeResult::from(r)))
 }
 
 async fn single(
     State(state): State<Arc<ServiceState>>,
     JsonBody(sub): JsonBody<Submission>,
-    keep_output: bool,
-) -> Result<axum::Json<SubmissionResult>, ApiError> {
+) -> Result<SubmissionResult, ApiError> {
     let enqueued = Instant::now();
     check_type(&sub, "")?;
-    Ok(axum::Json(
-        state.judge(sub, enqueued, false, keep_output).await,
-    ))
+    Ok(state.judge(sub, enqueued, false).await)
 }
 
 async fn run_batch(
     state: State<Arc<ServiceState>>,
     body: JsonBody<BatchSubmission>,
 ) -> Result<axum::Json<BatchResult>, ApiError> {
-    batch(state, body, false, true).await
+    batch(state, body, false).await.map(axum::Json)
 }
 
 async fn run_long_batch(
     state: State<Arc<ServiceState>>,
     body: JsonBody<BatchSubmission>,
 ) -> Result<axum::Json<BatchResult>, ApiError> {
-    batch(state, body, true, true).await
+    batch(state, body, true).await.map(axum::Json)
 }
 
 async fn judge_batch(
     state: State<Arc<ServiceState>>,
     body: JsonBody<BatchSubmission>,
-) -> Result<axum::Json<BatchResult>, ApiError> {
-    batch(state, body, false, false).await
+) -> Result<axum::Json<BatchJudgeResult>, ApiError> {
+    batch(state, body, false)
+        .await
+        .map(|b| axum::Json(BatchJudgeResult::from(b)))
 }
 
 async fn judge_long_batch(
     state: State<Arc<ServiceState>>,
     body: JsonBody<BatchSubmission>,
-) -> Result<axum::Json<BatchResult>, ApiError> {
-    batch(state, body, true, false).await
+) -> Result<axum::Json<BatchJudgeResult>, ApiError> {
+    batch(state, body, true)
+        .await
+        .map(|b| axum::Json(BatchJudgeResult::from(b)))
 }
 
 async fn batch(
     State(state): State<Arc<ServiceState>>,
     JsonBody(batch): JsonBody<BatchSubmission>,
     patient: bool,
-    keep_output: bool,
-) -> Result<axum::Json<BatchResult>, ApiError> {
+) -> Result<BatchResult, ApiError> {
     let enqueued = Instant::now();
     if batch.kind != "batch" {
         return Err(ApiError(
@@ -728,7 +797,7 @@ async fn batch(
         .into_iter()
         .map(|sub| {
             let state = Arc::clone(&state);
-            async move { state.judge(sub, enqueued, patient, keep_output).await }
+            async move { state.judge(sub, enqueued, patient).await }
         })
         .collect();
     let mut results = Vec::with_capacity(futures.len());
@@ -742,7 +811,7 @@ async fn batch(
             )
         })?);
     }
-    Ok(axum::Json(BatchResult { sub_id, results }))
+    Ok(BatchResult { sub_id, results })
 }
 
 async fn run_code(
@@ -784,6 +853,158 @@ async fn run_code(
             &state.config.name,
         ))),
     }
+}
+
+/// SandboxFusion's notebook route, served by the `jupyter_code` tool: cell `i` runs as one
+/// `jupyter_code` call that first replays cells `0..i` with their output suppressed, so state
+/// carries over as in one kernel (the reference agent's stateless emulation of a notebook).
+async fn run_jupyter(
+    State(state): State<Arc<ServiceState>>,
+    JsonBody(req): JsonBody<RunJupyterRequest>,
+) -> Result<axum::Json<RunJupyterResponse>, ApiError> {
+    let started = Instant::now();
+    let unprocessable = |m: String| ApiError(StatusCode::UNPROCESSABLE_ENTITY, m);
+    if req.kernel != "python3" {
+        return Err(unprocessable(format!(
+            "kernel: unsupported kernel `{}` (expected `python3`)",
+            req.kernel
+        )));
+    }
+    if !(req.total_timeout.is_finite() && req.total_timeout > 0.0 && req.total_timeout <= 3600.0) {
+        return Err(unprocessable(format!(
+            "total_timeout: expected seconds in (0, 3600], got {}",
+            req.total_timeout
+        )));
+    }
+    if !(req.cell_timeout.is_finite() && (0.0..=3600.0).contains(&req.cell_timeout)) {
+        return Err(unprocessable(format!(
+            "cell_timeout: expected 0 (none) or seconds up to 3600, got {}",
+            req.cell_timeout
+        )));
+    }
+    if !req.files.is_empty() || !req.fetch_files.is_empty() {
+        return Err(unprocessable(
+            "files, fetch_files: not supported by this server".into(),
+        ));
+    }
+    let name = state.config.name.clone();
+    let total = Duration::from_secs_f64(req.total_timeout);
+    let mut cells = Vec::with_capacity(req.cells.len());
+    for (i, code) in req.cells.iter().enumerate() {
+        let left = total.saturating_sub(started.elapsed());
+        let limit = match req.cell_timeout {
+            t if t > 0.0 => left.min(Duration::from_secs_f64(t)),
+            _ => left,
+        };
+        if limit.is_zero() {
+            return Ok(axum::Json(jupyter_timed_out(started, name)));
+        }
+        let call = ToolCall::jupyter(code.clone(), req.cells[..i].to_vec()).with_timeout(limit);
+        let task = tokio::spawn(Arc::clone(&state).execute(call, Instant::now(), true));
+        let r = match task.await {
+            Ok(Ok(r)) => r,
+            _ => ToolResult::internal("the call could not be scheduled"),
+        };
+        match r.outcome {
+            Outcome::Timeout => return Ok(axum::Json(jupyter_timed_out(started, name))),
+            Outcome::Internal => {
+                return Ok(axum::Json(RunJupyterResponse {
+                    status: RunStatus::SandboxError,
+                    message: r.message.unwrap_or_else(|| "the sandbox failed".into()),
+                    driver: None,
+                    cells: Vec::new(),
+                    executor_pod_name: Some(name),
+                    files: Default::default(),
+                }));
+            }
+            _ => cells.push(to_cell_result(&r)),
+        }
+    }
+    Ok(axum::Json(RunJupyterResponse {
+        status: RunStatus::Success,
+        message: String::new(),
+        driver: Some(jupyter_driver(CommandRunStatus::Finished, started, Some(0))),
+        cells,
+        executor_pod_name: Some(name),
+        files: Default::default(),
+    }))
+}
+
+/// The notebook as one command, as SandboxFusion reports its driver process.
+fn jupyter_driver(
+    status: CommandRunStatus,
+    started: Instant,
+    return_code: Option<i32>,
+) -> CommandRunResult {
+    CommandRunResult {
+        status,
+        execution_time: Some(started.elapsed().as_secs_f64()),
+        return_code,
+        stdout: Some(String::new()),
+        stderr: Some(String::new()),
+    }
+}
+
+/// What SandboxFusion answers when the notebook runs out of time: `Failed`, no cells.
+fn jupyter_timed_out(started: Instant, name: String) -> RunJupyterResponse {
+    RunJupyterResponse {
+        status: RunStatus::Failed,
+        message: String::new(),
+        driver: Some(jupyter_driver(
+            CommandRunStatus::TimeLimitExceeded,
+            started,
+            None,
+        )),
+        cells: Vec::new(),
+        executor_pod_name: Some(name),
+        files: Default::default(),
+    }
+}
+
+/// One cell's streams, and its exception as Jupyter's `error` output when it failed.
+fn to_cell_result(r: &ToolResult) -> CellRunResult {
+    let error = if r.success() {
+        Vec::new()
+    } else {
+        let (ename, evalue) = exception_of(&r.stderr);
+        let traceback: Vec<serde_json::Value> = r
+            .stderr
+            .lines()
+            .map(|l| serde_json::Value::String(l.to_string()))
+            .collect();
+        vec![serde_json::Map::from_iter([
+            ("ename".to_string(), ename.into()),
+            ("evalue".to_string(), evalue.into()),
+            ("traceback".to_string(), traceback.into()),
+        ])]
+    };
+    CellRunResult {
+        stdout: r.stdout.clone(),
+        stderr: r.stderr.clone(),
+        display: Vec::new(),
+        error,
+    }
+}
+
+/// The exception's class and message from a failed cell's stderr: the last line of the form
+/// `Name: message` or `Name at line N: message` (how `jupyter_code` and Python's tracebacks
+/// end), else `Error` and the last line.
+fn exception_of(stderr: &str) -> (String, String) {
+    let is_name = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    };
+    for line in stderr.lines().rev() {
+        if let Some((head, message)) = line.split_once(':') {
+            let name = head.split(" at line ").next().unwrap_or(head);
+            if is_name(name) {
+                return (name.to_string(), message.trim().to_string());
+            }
+        }
+    }
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+    ("Error".into(), last.unwrap_or("").trim().to_string())
 }
 
 #[cfg(test)]
@@ -885,6 +1106,37 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<ServerConfig>(&text).unwrap(),
             ServerConfig::local()
+        );
+    }
+
+    #[test]
+    fn issue_44_cell_exceptions_are_named() {
+        let check = |stderr: &str, name: &str, message: &str| {
+            assert_eq!(
+                exception_of(stderr),
+                (name.to_string(), message.to_string()),
+                "{stderr}"
+            );
+        };
+        check(
+            "NameError at line 1: name 'b' is not defined\n  b + 1",
+            "NameError",
+            "name 'b' is not defined",
+        );
+        check(
+            "Traceback (most recent call last):\n  File \"<string>\", line 2, in <module>\nValueError: bad: worse",
+            "ValueError",
+            "bad: worse",
+        );
+        check("killed\n", "Error", "killed");
+        check("", "Error", "");
+        let failed = to_cell_result(&result(Outcome::Error, "", Some(1)));
+        assert_eq!(failed.error.len(), 1);
+        assert_eq!(failed.error[0]["ename"], "Error");
+        assert!(
+            to_cell_result(&result(Outcome::Output, "1\n", Some(0)))
+                .error
+                .is_empty()
         );
     }
 

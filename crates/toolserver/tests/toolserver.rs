@@ -5,6 +5,7 @@ mod toolserver {
     pub mod code_judge;
     pub mod common;
     pub mod errors;
+    pub mod limits;
     pub mod load;
     pub mod python_clients;
     pub mod sandbox_fusion;

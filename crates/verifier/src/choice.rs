@@ -5,7 +5,7 @@
 //! 1. the last `\boxed{…}`/`\fbox{…}`: `B`, `(B)`, `\text{(B)}`, `B) 42`, `\textbf{B}`;
 //! 2. the last "answer is", "answer:", "answer would be", "option", "choice"
 //!    (any case), then `B`, `(B)`, `**B**`, `$\boxed{B}$`-like wrappers;
-//! 3. a last line that is only the letter: `B`, `(B)`, `B.`.
+//! 3. a last line that is only the letter: `B`, `(B)`, `B.`, `**B**`.
 //!
 //! Every scan is linear in the length of the text.
 
@@ -21,15 +21,44 @@ pub(crate) enum Choice {
     None,
 }
 
-/// The letter of a ground truth: `B`, `b`, `(B)`, `\text{(B)}`, `B)`, `B.`.
+/// The letter of a ground truth: one letter `A`–`J` (any case), optionally wrapped in
+/// `$…$`, `\boxed{…}`/`\fbox{…}`, `\text{…}`/`\textbf{…}`/`\mathrm{…}`/`\mathbf{…}`,
+/// bold `**…**`, `(…)` or `[…]`, or followed by `)`, `.` or `:` (`B)`, `B.`). Nothing else is a
+/// letter: `1e5` and `12b34` are not `E` and `B` (issue 42).
 pub(crate) fn truth_letter(text: &str) -> Option<u8> {
-    let inner = match extract::last_box(text) {
-        extract::LastBox::Found(b) => b.content,
-        _ => text,
-    };
-    let letters = standalone_letters(inner, true);
-    match letters.as_slice() {
-        [c] => Some(*c),
+    lone_letter(text)
+        .map(|c| c.to_ascii_uppercase())
+        .filter(|&c| is_choice(c))
+}
+
+/// The one ASCII letter that `text` is, once the wrappers [`truth_letter`] names are peeled off,
+/// as written (any case).
+fn lone_letter(text: &str) -> Option<u8> {
+    const WRAPS: &[(&str, &str)] = &[
+        ("$", "$"),
+        ("**", "**"),
+        ("(", ")"),
+        ("[", "]"),
+        ("\\boxed{", "}"),
+        ("\\fbox{", "}"),
+        ("\\text{", "}"),
+        ("\\textbf{", "}"),
+        ("\\mathrm{", "}"),
+        ("\\mathbf{", "}"),
+    ];
+    let mut t = text.trim();
+    // Each pass peels one wrapper; a letter needs at most a handful, so the loop is short.
+    'peel: loop {
+        for (open, close) in WRAPS {
+            if let Some(inner) = t.strip_prefix(open).and_then(|r| r.strip_suffix(close)) {
+                t = inner.trim();
+                continue 'peel;
+            }
+        }
+        break;
+    }
+    match t.as_bytes() {
+        [c] | [c, b')' | b'.' | b':'] if c.is_ascii_alphabetic() => Some(*c),
         _ => None,
     }
 }
@@ -39,7 +68,7 @@ pub(crate) fn extract_choice(response: &str) -> (Choice, Option<String>) {
     let region = extract::answer_region(response);
     if let extract::LastBox::Found(b) = extract::last_box(region) {
         let content = b.content.trim();
-        let letters = standalone_letters(content, false);
+        let letters = standalone_letters(content);
         let choice = match letters.as_slice() {
             [] => Choice::None,
             [c] => Choice::One(*c),
@@ -59,15 +88,9 @@ pub(crate) fn extract_choice(response: &str) -> (Choice, Option<String>) {
         return (Choice::One(c), Some(at));
     }
     if let Some(line) = region.lines().rev().find(|l| !l.trim().is_empty()) {
-        let t = line
-            .trim()
-            .trim_end_matches('.')
-            .trim_start_matches('(')
-            .trim_end_matches(')')
-            .trim_matches('*')
-            .trim();
-        if t.len() == 1 && is_choice(t.as_bytes()[0]) {
-            return (Choice::One(t.as_bytes()[0]), Some(line.trim().to_string()));
+        // A capital letter only: a lone `a` on the last line is more often a word than a choice.
+        if let Some(c) = lone_letter(line).filter(|&c| is_choice(c)) {
+            return (Choice::One(c), Some(line.trim().to_string()));
         }
     }
     (Choice::None, None)
@@ -89,9 +112,8 @@ fn option_with_text(content: &str) -> Option<u8> {
     (b.len() >= 2 && is_choice(b[0]) && matches!(b[1], b')' | b'.' | b':')).then(|| b[0])
 }
 
-/// Every capital `A`–`J` (any case when `any_case`) standing alone: not part of
-/// a longer word, not a command name.
-fn standalone_letters(s: &str, any_case: bool) -> Vec<u8> {
+/// Every capital `A`–`J` standing alone: not part of a longer word, not a command name.
+fn standalone_letters(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
@@ -109,11 +131,7 @@ fn standalone_letters(s: &str, any_case: bool) -> Vec<u8> {
                 i += 1;
             }
             if i - start == 1 {
-                let c = if any_case {
-                    b[start].to_ascii_uppercase()
-                } else {
-                    b[start]
-                };
+                let c = b[start];
                 if is_choice(c) && out.len() < 16 && !out.contains(&c) {
                     out.push(c);
                 }
@@ -166,15 +184,48 @@ fn after_phrase(region: &str) -> Option<(u8, String)> {
     let c = *b.get(i)?;
     let next = b.get(i + 1).copied();
     let alone = !next.is_some_and(|n| n.is_ascii_alphanumeric());
-    if is_choice(c) && alone {
-        return Some((c, rest[..(i + 1).min(rest.len())].trim().to_string()));
+    let (letter, end) = if is_choice(c) && alone {
+        (c, i + 1)
+    } else if is_choice(c.to_ascii_uppercase()) && next == Some(b')') && i > 0 && b[i - 1] == b'(' {
+        // `(b)`: a lower-case letter only in brackets.
+        (c.to_ascii_uppercase(), i + 1)
+    } else {
+        return None;
+    };
+    let (start, closed) = wrappers(&b[..i], &b[end..]);
+    Some((letter, rest[start.unwrap_or(i)..end + closed].to_string()))
+}
+
+/// The wrappers around a letter: of the openers in `before` (`(`, `[`, `{`, `*`, `$`, quotes),
+/// those that `after` closes, innermost first. Returns where the outermost closed one starts
+/// and how many bytes of `after` close them: the letter of `answer: **D**` is read as `**D**`,
+/// of `**Answer:** (A)` as `(A)` (the first `**` closes nothing), and a `)` that nothing opened
+/// is not part of it.
+fn wrappers(before: &[u8], after: &[u8]) -> (Option<usize>, usize) {
+    let mut open: Vec<(u8, usize)> = before
+        .iter()
+        .enumerate()
+        .filter_map(|(at, &c)| {
+            let close = match c {
+                b'(' => b')',
+                b'[' => b']',
+                b'{' => b'}',
+                b'*' | b'$' | b'"' | b'\'' => c,
+                _ => return None,
+            };
+            Some((close, at))
+        })
+        .collect();
+    let (mut start, mut n) = (None, 0);
+    while let (Some(&(want, at)), Some(&got)) = (open.last(), after.get(n)) {
+        if want != got {
+            break;
+        }
+        open.pop();
+        start = Some(at);
+        n += 1;
     }
-    // `(b)`: a lower-case letter only in brackets.
-    let upper = c.to_ascii_uppercase();
-    if is_choice(upper) && next == Some(b')') && i > 0 && b[i - 1] == b'(' {
-        return Some((upper, rest[..i + 2].trim().to_string()));
-    }
-    None
+    (start, n)
 }
 
 #[cfg(test)]
@@ -202,5 +253,6 @@ mod tests {
         assert_eq!(truth_letter("\\text{(E)}"), Some(b'E'));
         assert_eq!(truth_letter("c"), Some(b'C'));
         assert_eq!(truth_letter("42"), None);
+        assert_eq!(truth_letter("1e5"), None);
     }
 }

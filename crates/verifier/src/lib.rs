@@ -562,13 +562,14 @@ impl Verifier {
     }
 
     /// Scores a multiple-choice response against a letter `A`–`J` (`B`,
-    /// `(B)`, `\text{(B)}`). The letter is read from the last box, else
+    /// `(B)`, `[B]`, `**B**`, `\text{(B)}`, `B)`; any case). The letter is read from the last box, else
     /// after the last "answer is" / "Answer:" / "option", else from a last
     /// line holding only the letter. No letter is [`Reason::NoBox`], a box
     /// naming two letters is [`Reason::SeveralAnswers`].
     ///
     /// # Errors
-    /// [`Error::Truth`] when the ground truth is not one letter.
+    /// [`Error::Truth`] when the ground truth is not one letter, bare or in those wrappers:
+    /// `1e5` and `12b34` are errors, not `E` and `B`.
     pub fn verify_choice(&self, response: &str, ground_truth: &str) -> Result<Verdict, Error> {
         let Some(want) = choice::truth_letter(ground_truth) else {
             return Err(Error::Truth {

@@ -1,5 +1,6 @@
 //! Integration tests of `rstar-verifier`, one module per topic.
 
+mod choice;
 mod datasets;
 mod edge;
 mod math;

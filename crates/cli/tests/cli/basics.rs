@@ -41,3 +41,93 @@ fn unknown_subcommand_fails_with_usage() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("unrecognized subcommand"), "{err}");
 }
+
+/// `rstar ARGS` at a 100-column terminal (clap reads `COLUMNS` when stdout is no terminal).
+fn help(args: &[&str]) -> String {
+    let r = super::common::run(args, None, &[("COLUMNS", "100".as_ref())]);
+    assert_eq!(r.code, 0, "rstar {args:?}: {}", r.stderr);
+    r.out()
+}
+
+/// The subcommands a help page lists under `Commands:` (without `help`).
+fn commands(page: &str) -> Vec<String> {
+    page.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        // A wrapped description continues on a deeper-indented line.
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every subcommand path, nested ones included (`tools serve`).
+fn every_subcommand() -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut todo: Vec<Vec<String>> = commands(&help(&["--help"]))
+        .into_iter()
+        .map(|c| vec![c])
+        .collect();
+    while let Some(path) = todo.pop() {
+        let args: Vec<&str> = path.iter().map(String::as_str).chain(["--help"]).collect();
+        for sub in commands(&help(&args)) {
+            let mut p = path.clone();
+            p.push(sub);
+            todo.push(p);
+        }
+        out.push(path);
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn issue_44_every_subcommand_prints_the_short_help_for_dash_h() {
+    let all = every_subcommand();
+    for sub in ["verify", "serve", "roc", "eval", "train"] {
+        assert!(all.iter().any(|p| p == &[sub]), "{sub}: {all:?}");
+    }
+    assert!(all.iter().any(|p| p == &["tools", "serve"]), "{all:?}");
+    for path in &all {
+        let args: Vec<&str> = path.iter().map(String::as_str).chain(["-h"]).collect();
+        let page = help(&args);
+        // The short layout puts each option's help beside it; the long one (what `serve` and
+        // `roc` used to print for `-h`, as clap falls back to it when an option's name column is
+        // too wide for the terminal) puts it on the line below.
+        assert!(
+            page.lines()
+                .any(|l| l.trim_start().starts_with("-h, --help") && l.contains("Print help")),
+            "`rstar {}` prints the long layout:\n{page}",
+            args.join(" ")
+        );
+    }
+}
+
+#[test]
+fn issue_44_help_names_every_verifier_mode() {
+    let top = help(&["--help"]);
+    let line = top
+        .lines()
+        .find(|l| l.trim_start().starts_with("verify "))
+        .unwrap_or_else(|| panic!("no verify line:\n{top}"));
+    assert!(line.contains("math") && line.contains("choice"), "{line}");
+    let page = help(&["verify", "--help"]);
+    assert!(!page.contains("integer answers"), "{page}");
+    assert!(!page.contains("ground-truth integer"), "{page}");
+    assert!(page.contains("--mode") && page.contains("choice"), "{page}");
+}
+
+#[test]
+fn issue_44_eval_workers_shows_one_default() {
+    let page = help(&["eval", "--help"]);
+    let workers: String = page
+        .lines()
+        .skip_while(|l| !l.contains("--workers"))
+        .take_while(|l| !l.trim_start().starts_with("--tools"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(workers.contains("[default: one per CPU]"), "{workers}");
+    assert!(!workers.contains("[default: 0]"), "{workers}");
+}

@@ -56,6 +56,13 @@ fn smoke_run_writes_metrics_evaluations_checkpoints_and_the_table() {
                 .exists()
         );
     }
+    // Issue 44: `checkpoints/final` is a stable path to the last stage's policy.
+    let final_dir = out.join("checkpoints").join("final");
+    assert_eq!(
+        std::fs::read_link(&final_dir).unwrap(),
+        std::path::Path::new("stage-hard")
+    );
+    assert!(final_dir.join("model.safetensors").is_file());
     let saved: TrainConfig =
         serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
     assert_eq!(saved.seed, 3);

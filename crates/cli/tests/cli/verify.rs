@@ -172,3 +172,57 @@ fn modes_math_and_choice() {
     assert_ne!(code, 0);
     assert!(err.contains("integer, math, choice"), "{err}");
 }
+
+#[test]
+fn issue_44_choice_mode_keeps_the_closing_bracket() {
+    let input = concat!(
+        "{\"response\": \"The answer is (B)\", \"answer\": \"B\"}\n",
+        "{\"response\": \"answer: **D**\", \"answer\": \"(D)\"}\n",
+        "{\"response\": \"The answer is [C].\", \"answer\": \"**C**\"}\n",
+    );
+    let (code, out, err) = verify_stdin(&["--mode", "choice"], input);
+    assert_eq!(code, 0, "{err}");
+    let got: Vec<(String, u64)> = out
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["extracted"].as_str().unwrap_or("").to_string(),
+                v["reward"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("(B)".to_string(), 1),
+            ("**D**".to_string(), 1),
+            ("[C]".to_string(), 1)
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn issue_42_choice_truths_that_are_not_one_letter_are_refused() {
+    let input = concat!(
+        "{\"response\": \"\\\\boxed{E}\", \"answer\": \"1e5\"}\n",
+        "{\"response\": \"\\\\boxed{B}\", \"answer\": \"12b34\"}\n",
+        "{\"response\": \"\\\\boxed{E}\", \"answer\": \"E\"}\n",
+    );
+    let (code, out, err) = verify_stdin(&["--mode", "choice"], input);
+    // Two lines skipped (exit 2), the one real letter scored.
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(
+        out.contains("\"line\":3") && out.contains("\"reward\":1"),
+        "{out}"
+    );
+    for line in [":1: skipped", ":2: skipped"] {
+        assert!(err.contains(line), "{line}: {err}");
+    }
+    assert!(
+        err.contains("`1e5`") && err.contains("not one letter"),
+        "{err}"
+    );
+}

@@ -222,3 +222,64 @@ fn missing_weights_and_tokenizer_are_errors() {
         Err(Error::NoWeights { .. })
     ));
 }
+
+/// The byte offset of tensor `name`'s data in a safetensors file.
+fn data_offset(bytes: &[u8], name: &str) -> usize {
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    8 + header_len + header[name]["data_offsets"][0].as_u64().unwrap() as usize
+}
+
+#[test]
+fn issue_42_non_finite_weights_are_refused_at_save_and_at_load() {
+    let tokenizer = Tokenizer::char();
+    let model = Qwen::random(QwenConfig::test_tiny(tokenizer.vocab_size()), 3, &device()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    save_dir(&model, &tokenizer, dir.path(), WeightDtype::F32).unwrap();
+    let path = dir.path().join("model.safetensors");
+    let name = "model.layers.1.self_attn.o_proj.weight";
+    for (value, what) in [(f32::NAN, "NaN"), (f32::INFINITY, "inf")] {
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = data_offset(&bytes, name) + 4 * 5;
+        bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        let poisoned = tempfile::tempdir().unwrap();
+        for f in std::fs::read_dir(dir.path()).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, poisoned.path().join(f.file_name().unwrap())).unwrap();
+        }
+        std::fs::write(poisoned.path().join("model.safetensors"), &bytes).unwrap();
+        // The digests catch the change first.
+        let err = load_dir(poisoned.path(), &device()).unwrap_err();
+        assert!(matches!(err, Error::Digest { .. }), "{what}: {err}");
+        // Without them (an HF directory has none), the weights' own check does.
+        std::fs::remove_file(poisoned.path().join(rstar_policy::DIGEST_FILE)).unwrap();
+        let err = load_dir(poisoned.path(), &device()).unwrap_err();
+        assert!(
+            matches!(&err, Error::NonFinite { name: n, count: 1, first: 5, .. } if n == name),
+            "{what}: {err}"
+        );
+        assert!(err.to_string().contains("model.safetensors"), "{err}");
+        // A model holding such a weight is never written.
+        let mut tensors = model.hf_tensors().unwrap();
+        tensors[3].1[2] = value;
+        let out = tempfile::tempdir().unwrap();
+        let err = write_safetensors(
+            &out.path().join("m.safetensors"),
+            &tensors,
+            WeightDtype::F32,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, Error::NonFinite { first: 2, .. })
+                && err.to_string().contains("m.safetensors"),
+            "{err}"
+        );
+        assert!(!out.path().join("m.safetensors").exists());
+    }
+    // The sound directory loads, its digests checked.
+    assert_eq!(
+        rstar_policy::verify_digests(dir.path()).unwrap(),
+        rstar_policy::DigestCheck::Verified(5)
+    );
+    load_dir(dir.path(), &device()).unwrap();
+}

@@ -8,10 +8,13 @@
 //! | `state.json` | a [`ResumeState`]: phase, steps done, curriculum state, the hard stage's problems, the line counts of the metrics files, the parameter ids |
 //! | `config.json`, `model.safetensors`, tokenizer | the policy (`rstar_policy::save_dir`, f32: exact) |
 //! | `optimizer.bpk` | AdamW's moments and step counts (Burn's burnpack record: raw f32 bytes, exact) |
+//! | `checksums.sha256` | the SHA-256 of every other file (`rstar_policy::digest`; `sha256sum -c` reads it) |
 //!
 //! Writes are atomic: the new checkpoint is written to `last.tmp/`, the previous one is renamed
-//! to `last.old/`, the new one to `last/`, and only then is `last.old/` removed; [`find`] falls
-//! back on `last.old/` when a kill came between the two renames.
+//! to `last.old/` and the new one to `last/`. `last.old/` stays until the next save, so a
+//! checkpoint found unsound on resume (a file that no longer matches its digest, a state that
+//! contradicts the metrics files) has a sound predecessor to fall back on: [`find_sound`]
+//! takes `last/`, else `last.old/`, and says why.
 //!
 //! Burn's optimizer keys its state by parameter id, and a model loaded from safetensors gets
 //! fresh ids: the ids are saved in `state.json` (in the order [`param_ids`] visits them) and
@@ -23,7 +26,7 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::ModuleOptimizer;
 use burn::tensor::{Device, Tensor};
 use rstar_curriculum::CurriculumState;
-use rstar_policy::{Qwen, Tokenizer, WeightDtype, save_dir};
+use rstar_policy::{Qwen, Tokenizer, Verify, WeightDtype, save_dir};
 use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
@@ -85,6 +88,10 @@ pub struct ResumeState {
     pub lines: Lines,
     /// The model's parameter ids in visiting order (the optimizer's keys).
     pub param_ids: Vec<u64>,
+    /// The run's config when the checkpoint was written (`config.json` of the run directory),
+    /// so a resume can tell that the file was edited since. Absent in older checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_config: Option<serde_json::Value>,
 }
 
 /// The checkpoint directory of a run.
@@ -190,6 +197,8 @@ pub fn save(
     let state_path = tmp.join("state.json");
     std::fs::write(&state_path, serde_json::to_string_pretty(state)? + "\n")
         .map_err(io(&state_path))?;
+    // Every file's digest, checked on resume.
+    rstar_policy::write_digests(&tmp)?;
     // On disk before the renames, so that a power loss after them cannot leave empty files in
     // the only checkpoint left.
     sync_tree(&tmp)?;
@@ -202,9 +211,6 @@ pub fn save(
     std::fs::rename(&tmp, dir).map_err(io(&tmp))?;
     if let Some(parent) = dir.parent() {
         sync_path(parent)?;
-    }
-    if old.exists() {
-        std::fs::remove_dir_all(&old).map_err(io(&old))?;
     }
     Ok(())
 }
@@ -235,6 +241,173 @@ pub fn find(run: &Path) -> Option<PathBuf> {
     [dir, old]
         .into_iter()
         .find(|d| d.join("state.json").is_file())
+}
+
+/// A checkpoint [`find_sound`] chose.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// The checkpoint directory (`last/` or `last.old/`).
+    pub dir: PathBuf,
+    /// Its state.
+    pub state: ResumeState,
+    /// Why `last/` was passed over for `last.old/`, when it was.
+    pub fallback: Option<String>,
+}
+
+/// The newest sound checkpoint of a run: `last/`, else `last.old/` (the previous one, or the
+/// only one when a kill came between the renames of [`save`]). Sound means: `state.json`
+/// reads, every file matches `checksums.sha256` (unless `verify` is [`Verify::Skip`]) and the
+/// state agrees with the run's metrics files ([`validate_state`]). `None` when the run has no
+/// checkpoint at all.
+///
+/// # Errors
+/// `last/`'s own problem (naming the file) when neither is sound.
+pub fn find_sound(run: &Path, verify: Verify) -> Result<Option<Found>, AgentError> {
+    let dir = dir_of(run);
+    let old = sibling(&dir, ".old");
+    let mut first_error: Option<AgentError> = None;
+    for candidate in [dir, old] {
+        if !candidate.join("state.json").is_file() {
+            continue;
+        }
+        match sound(run, &candidate, verify) {
+            Ok(state) => {
+                let fallback = first_error.take().map(|e| e.to_string());
+                return Ok(Some(Found {
+                    dir: candidate,
+                    state,
+                    fallback,
+                }));
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(None),
+    }
+}
+
+/// The state of `dir` when it is sound (see [`find_sound`]).
+fn sound(run: &Path, dir: &Path, verify: Verify) -> Result<ResumeState, AgentError> {
+    if verify == Verify::Digests {
+        rstar_policy::verify_digests(dir)?;
+    }
+    let state = read_state(dir)?;
+    validate_state(&state, run, &dir.join("state.json"))?;
+    Ok(state)
+}
+
+/// Checks that a checkpoint's state agrees with what the run wrote: one line of
+/// `sft_metrics.jsonl` per SFT step, one line of `metrics.jsonl` per RL step, the curriculum
+/// at the same step, and the metrics files at least as long as the state counts.
+///
+/// # Errors
+/// [`AgentError::Resume`] naming `state.json` and the field.
+pub fn validate_state(state: &ResumeState, run: &Path, path: &Path) -> Result<(), AgentError> {
+    if state.lines.sft_metrics != state.sft_steps {
+        return Err(resume_err(
+            path,
+            format!(
+                "`sft_steps` is {} but `lines.sft_metrics` counts {} SFT steps logged",
+                state.sft_steps, state.lines.sft_metrics
+            ),
+        ));
+    }
+    if state.lines.metrics as u64 != state.rl_steps {
+        return Err(resume_err(
+            path,
+            format!(
+                "`rl_steps` is {} but `lines.metrics` counts {} RL steps logged",
+                state.rl_steps, state.lines.metrics
+            ),
+        ));
+    }
+    if let Some(c) = &state.curriculum
+        && c.total_step != state.rl_steps
+    {
+        return Err(resume_err(
+            path,
+            format!(
+                "`rl_steps` is {} but `curriculum.total_step` is {}",
+                state.rl_steps, c.total_step
+            ),
+        ));
+    }
+    for (file, lines) in [
+        ("sft_metrics.jsonl", state.lines.sft_metrics),
+        ("metrics.jsonl", state.lines.metrics),
+        ("eval.jsonl", state.lines.eval),
+    ] {
+        let path_of = run.join(file);
+        let have = if path_of.exists() {
+            std::fs::read_to_string(&path_of)
+                .map_err(io(&path_of))?
+                .lines()
+                .count()
+        } else {
+            0
+        };
+        if have < lines {
+            return Err(resume_err(
+                path,
+                format!("counts {lines} lines of {file}, which has {have}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The dotted paths (`rl.lr`) at which two JSON values differ, each with both values, in
+/// field order; `ignore` lists paths not compared.
+pub fn json_differences(
+    before: &serde_json::Value,
+    after: &serde_json::Value,
+    ignore: &[&str],
+) -> Vec<String> {
+    fn walk(
+        path: &str,
+        a: &serde_json::Value,
+        b: &serde_json::Value,
+        ignore: &[&str],
+        out: &mut Vec<String>,
+    ) {
+        if ignore.contains(&path) {
+            return;
+        }
+        match (a, b) {
+            (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
+                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+                keys.dedup();
+                let mut seen = std::collections::BTreeSet::new();
+                for k in keys {
+                    if !seen.insert(k) {
+                        continue;
+                    }
+                    let sub = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    let null = serde_json::Value::Null;
+                    walk(
+                        &sub,
+                        x.get(k).unwrap_or(&null),
+                        y.get(k).unwrap_or(&null),
+                        ignore,
+                        out,
+                    );
+                }
+            }
+            _ if a == b => {}
+            _ => out.push(format!("`{path}` {a} -> {b}")),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", before, after, ignore, &mut out);
+    out
 }
 
 /// Reads `state.json` of a checkpoint.
@@ -273,7 +446,8 @@ pub fn load(
     device: &Device,
     optimizer: ModuleOptimizer,
 ) -> Result<(Qwen, Tokenizer, ModuleOptimizer), AgentError> {
-    let (model, tokenizer) = rstar_policy::load_dir(dir, device)?;
+    // The digests were checked by `find_sound`; the weights' finiteness is checked here.
+    let (model, tokenizer) = rstar_policy::load_dir_with(dir, device, Verify::Skip)?;
     let model = with_param_ids(model, &state.param_ids, &dir.join("state.json"))?;
     let opt_path = dir.join("optimizer.bpk");
     let optimizer = optimizer
@@ -334,6 +508,69 @@ mod tests {
             err.contains("m.jsonl") && err.contains("counted 1"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn issue_42_config_differences_name_the_dotted_fields() {
+        let a = serde_json::json!({"rl": {"lr": 1e-6, "group_size": 8}, "tools": {"python": "a"}, "seed": 0});
+        let b = serde_json::json!({"rl": {"lr": 0.5, "group_size": 8, "new": true}, "tools": {"python": "b"}, "seed": 0});
+        assert_eq!(
+            json_differences(&a, &b, &["tools.python"]),
+            vec![
+                format!("`rl.lr` {} -> 0.5", a["rl"]["lr"]),
+                "`rl.new` null -> true".to_string()
+            ]
+        );
+        assert!(json_differences(&a, &a, &[]).is_empty());
+        assert_eq!(json_differences(&a, &b, &[]).len(), 3);
+    }
+
+    #[test]
+    fn issue_42_a_state_that_contradicts_the_metrics_files_is_refused() {
+        let run = tempfile::tempdir().unwrap();
+        std::fs::write(run.path().join("sft_metrics.jsonl"), "{}\n{}\n").unwrap();
+        std::fs::write(run.path().join("metrics.jsonl"), "{}\n").unwrap();
+        let state = ResumeState {
+            version: STATE_VERSION,
+            phase: Phase::Rl,
+            sft_steps: 2,
+            rl_steps: 1,
+            curriculum: None,
+            stage_pool: None,
+            lines: Lines {
+                sft_metrics: 2,
+                metrics: 1,
+                eval: 0,
+            },
+            param_ids: Vec::new(),
+            run_config: None,
+        };
+        let path = run.path().join("state.json");
+        validate_state(&state, run.path(), &path).unwrap();
+        let check = |state: &ResumeState, needle: &str| {
+            let err = validate_state(state, run.path(), &path)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("state.json") && err.contains(needle), "{err}");
+        };
+        check(
+            &ResumeState {
+                rl_steps: 999,
+                ..state.clone()
+            },
+            "`rl_steps` is 999",
+        );
+        check(
+            &ResumeState {
+                sft_steps: 3,
+                ..state.clone()
+            },
+            "`sft_steps` is 3",
+        );
+        let mut longer = state.clone();
+        longer.rl_steps = 2;
+        longer.lines.metrics = 2;
+        check(&longer, "counts 2 lines of metrics.jsonl, which has 1");
     }
 
     #[test]

@@ -1111,13 +1111,60 @@ impl TrainConfig {
                 );
             }
         }
-        self.model.validate().map_err(|e| AgentError::TrainConfig {
-            field: "model".into(),
-            message: e.to_string(),
+        self.model.validate().map_err(|e| match e {
+            rstar_policy::Error::InvalidConfig { field, reason } => AgentError::TrainConfig {
+                field: format!("model.{field}"),
+                message: reason,
+            },
+            other => AgentError::TrainConfig {
+                field: "model".into(),
+                message: other.to_string(),
+            },
         })?;
         self.rl.roc.validate(self.rl.group_size)?;
         self.rl.grpo.validate()?;
         self.curriculum.validate()?;
+        self.validate_consistency()
+    }
+
+    /// The checks across fields: what would panic deep in a step, or train without a word
+    /// on something other than what the config says.
+    fn validate_consistency(&self) -> Result<(), AgentError> {
+        let bad = |field: &str, message: String| {
+            Err(AgentError::TrainConfig {
+                field: field.into(),
+                message,
+            })
+        };
+        // A run without `init` uses the built-in tokenizer: its ids must be rows of the
+        // embedding (a smaller vocabulary fails in the embedding's gather at the first step).
+        if self.init.is_none() {
+            let tokens = rstar_policy::Tokenizer::char().vocab_size();
+            if self.model.vocab_size < tokens {
+                return bad(
+                    "model.vocab_size",
+                    format!(
+                        "is {}, smaller than the built-in tokenizer's {tokens} tokens: set it to at least {tokens}",
+                        self.model.vocab_size
+                    ),
+                );
+            }
+        }
+        if self.rl.pool_size < self.rl.prompts_per_step {
+            return bad(
+                "rl.pool_size",
+                format!(
+                    "is {}, fewer problems than one step's rl.prompts_per_step ({}): every step would repeat problems",
+                    self.rl.pool_size, self.rl.prompts_per_step
+                ),
+            );
+        }
+        if self.eval.problems == 0 {
+            return bad(
+                "eval.problems",
+                "is 0, expected at least 1 (the table compares held-out accuracy)".into(),
+            );
+        }
         Ok(())
     }
 

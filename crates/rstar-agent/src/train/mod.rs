@@ -397,7 +397,18 @@ pub struct RunOptions {
     pub tool_servers: Vec<String>,
     /// The TensorBoard event directory [default: `<out>/tb`].
     pub tensorboard: Option<PathBuf>,
+    /// [`resume`]: whether the checkpoint's digests are checked (`--no-verify` skips them; the
+    /// weights are checked for NaN and infinities either way).
+    pub verify: rstar_policy::Verify,
+    /// [`resume`]: continue although `config.json` was edited since the checkpoint was
+    /// written (`--resume-with-edited-config`); the edit is logged and appended to
+    /// `config_edits.jsonl`. Refused otherwise.
+    pub accept_edited_config: bool,
 }
+
+/// The config fields a resume may change without counting as an edit: where the sandbox's
+/// Python is and how many workers or servers it has are the machine's, not the run's.
+pub const RESUME_OVERRIDES: &[&str] = &["tools.python", "tools.workers", "tools.servers"];
 
 /// What the trainer reports while it runs. [`LogLines`] turns every event into a log line;
 /// the CLI's progress bars implement it too.
@@ -656,13 +667,34 @@ pub fn resume(
     if !options.tool_servers.is_empty() {
         config.tools.servers = options.tool_servers.clone();
     }
-    let Some(dir) = checkpoint::find(run) else {
+    let Some(found) = checkpoint::find_sound(run, options.verify)? else {
         return Err(AgentError::Resume {
             path: checkpoint::dir_of(run),
             message: "no checkpoint to resume from (the run ended before its first step, or was written by a trainer without resumable checkpoints)".into(),
         });
     };
-    let state = checkpoint::read_state(&dir)?;
+    let checkpoint::Found {
+        dir,
+        state,
+        fallback,
+    } = found;
+    if let Some(why) = fallback {
+        // Kept aside for inspection; the next save must not rotate it into `last.old/` over
+        // the sound checkpoint this run goes on from.
+        let last = checkpoint::dir_of(run);
+        let aside = last.with_file_name("last.unsound");
+        if aside.exists() {
+            std::fs::remove_dir_all(&aside).map_err(io_err(&aside))?;
+        }
+        std::fs::rename(&last, &aside).map_err(io_err(&last))?;
+        observer.log(&format!(
+            "warning: {} is unsound ({why}); resuming from the previous checkpoint {} (the unsound one is kept as {})",
+            last.display(),
+            dir.display(),
+            aside.display()
+        ));
+    }
+    check_config_unedited(run, &config, &state, options, observer)?;
     if state.phase == Phase::Finished {
         observer.log(&format!(
             "the run in {} is already finished ({} SFT steps, {} RL steps): nothing to resume",
@@ -680,6 +712,51 @@ pub fn resume(
         state.rl_steps
     ));
     phases::train(&config, run, device, Some((dir, state)), options, observer)
+}
+
+/// Refuses a resume whose `config.json` differs from the config the checkpoint was written
+/// with (but for [`RESUME_OVERRIDES`]), unless `options.accept_edited_config`: then the
+/// edit is logged and appended to `config_edits.jsonl`.
+fn check_config_unedited(
+    run: &Path,
+    config: &TrainConfig,
+    state: &checkpoint::ResumeState,
+    options: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<(), AgentError> {
+    let Some(saved) = &state.run_config else {
+        return Ok(());
+    };
+    let now = serde_json::to_value(config)?;
+    let changed = checkpoint::json_differences(saved, &now, RESUME_OVERRIDES);
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let list = changed.join(", ");
+    if !options.accept_edited_config {
+        return Err(AgentError::Resume {
+            path: run.join("config.json"),
+            message: format!(
+                "was edited since the checkpoint was written ({list}): restore it, or pass --resume-with-edited-config to continue with the edit (it is recorded in config_edits.jsonl)"
+            ),
+        });
+    }
+    observer.log(&format!(
+        "warning: resuming with an edited config.json (--resume-with-edited-config): {list}"
+    ));
+    let path = run.join("config_edits.jsonl");
+    let line = serde_json::json!({
+        "sft_steps": state.sft_steps,
+        "rl_steps": state.rl_steps,
+        "changed": changed,
+    });
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes()).map_err(io_err(&path))?;
+    Ok(())
 }
 
 /// Reads the run's JSONL files back into a report.

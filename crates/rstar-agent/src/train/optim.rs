@@ -9,6 +9,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use rstar_policy::Qwen;
 
 use super::config::{LrSchedule, RlOptions};
+use crate::error::AgentError;
 
 /// Burn's AdamW with β = (0.9, 0.999), ε = 1e-8 and the given decoupled weight decay. Clipping is
 /// done by [`clip_global_norm`] (Burn's own clips each tensor separately).
@@ -94,6 +95,33 @@ fn scale<const D: usize>(grads: &mut GradientsParams, id: ParamId, factor: f32) 
     if let Some(g) = grads.remove::<D>(id) {
         grads.register::<D>(id, g.mul_scalar(factor));
     }
+}
+
+/// [`AgentError::Diverged`] when a step's loss or gradient norm is NaN or infinite: called
+/// before the optimizer applies the step, so a diverged step never reaches the weights, a
+/// metrics file or a checkpoint.
+///
+/// # Errors
+/// [`AgentError::Diverged`] naming the phase, the step and the quantity.
+pub fn check_step_finite(
+    phase: &'static str,
+    step: u64,
+    loss: f64,
+    grad_norm: f64,
+    lr_field: &'static str,
+) -> Result<(), AgentError> {
+    for (quantity, value) in [("loss", loss), ("gradient norm", grad_norm)] {
+        if !value.is_finite() {
+            return Err(AgentError::Diverged {
+                phase,
+                step,
+                quantity,
+                value,
+                lr_field,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Scales every gradient by `max_norm / ‖g‖` when the global L2 norm `‖g‖` over all parameters

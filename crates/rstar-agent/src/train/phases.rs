@@ -147,6 +147,9 @@ pub(super) struct Run<'a> {
     held_out: Vec<Prompt>,
     rl_pool: Vec<Prompt>,
     param_ids: Vec<u64>,
+    /// The run's config as JSON, saved in every checkpoint (a resume compares it with
+    /// `config.json`).
+    run_config: serde_json::Value,
     /// Where every tool call runs: the in-process sandbox, or code-judge servers.
     tools: RunTools,
     /// The scheduled driver's view of the same sandbox (`rl.rollout_driver` `scheduled`).
@@ -200,6 +203,16 @@ impl<'a> Run<'a> {
         config.validate()?;
         let (model, tokenizer, optimizer) =
             initial_model(config, &device.clone().autodiff(), start.as_ref(), observer)?;
+        if tokenizer.vocab_size() > model.config.vocab_size {
+            return Err(AgentError::TrainConfig {
+                field: "model.vocab_size".into(),
+                message: format!(
+                    "is {}, but the tokenizer has {} tokens: ids past the embedding would fail at the first step",
+                    model.config.vocab_size,
+                    tokenizer.vocab_size()
+                ),
+            });
+        }
         let (held_out, rl_pool) = problems(config)?;
         let tools = RunTools::start(&config.tools)?;
         if let RunTools::Servers(servers) = &tools {
@@ -252,6 +265,7 @@ impl<'a> Run<'a> {
             held_out,
             rl_pool,
             param_ids: checkpoint::param_ids(&model),
+            run_config: serde_json::to_value(config)?,
             tools,
             async_tools,
             remote,
@@ -372,6 +386,7 @@ impl<'a> Run<'a> {
                         None,
                         self.logs.lines(),
                         &self.param_ids,
+                        &self.run_config,
                     );
                     save_checkpoint(self.out, &self.tokenizer, &state, m, o)?;
                 }
@@ -637,6 +652,7 @@ impl<'a> Run<'a> {
         ));
         let dir = self.out.join("checkpoints").join(phase.replace(' ', "-"));
         save_dir(&snapshot, &self.tokenizer, &dir, WeightDtype::F32)?;
+        link_final(&dir)?;
         self.logs.evals.push(&row)?;
         self.last_samples = evaluation.trajectories;
         Ok(())
@@ -673,12 +689,48 @@ impl<'a> Run<'a> {
             rl.stage_pool.as_ref(),
             self.logs.lines(),
             &self.param_ids,
+            &self.run_config,
         );
         save_checkpoint(self.out, &self.tokenizer, &state, &rl.model, &rl.optimizer)
     }
 }
 
+/// Points `checkpoints/final` at `dir`, the checkpoint just evaluated (so, once the run has
+/// ended, at its last stage's), replacing the previous link atomically. A stable path for
+/// `rstar eval` and `rstar serve` whatever the curriculum's stage names are.
+fn link_final(dir: &Path) -> Result<(), AgentError> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Ok(());
+    };
+    let link = parent.join(FINAL_CHECKPOINT);
+    let tmp = parent.join(format!(".{FINAL_CHECKPOINT}.tmp"));
+    if tmp.symlink_metadata().is_ok() {
+        std::fs::remove_file(&tmp).map_err(io_err(&tmp))?;
+    }
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(name, &tmp).map_err(io_err(&tmp))?;
+    #[cfg(not(unix))]
+    {
+        // No relative links to rely on: a copy of the directory's files.
+        std::fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
+        for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+            let from = entry.map_err(io_err(dir))?.path();
+            if let Some(file) = from.file_name() {
+                std::fs::copy(&from, tmp.join(file)).map_err(io_err(&from))?;
+            }
+        }
+        if link.exists() {
+            std::fs::remove_dir_all(&link).map_err(io_err(&link))?;
+        }
+    }
+    std::fs::rename(&tmp, &link).map_err(io_err(&link))
+}
+
+/// The name of the link to the newest evaluated checkpoint, `checkpoints/final`.
+pub const FINAL_CHECKPOINT: &str = "final";
+
 /// The resumable state at a point of a run.
+#[allow(clippy::too_many_arguments)] // reason: one argument per field of the state
 fn resume_state(
     phase: Phase,
     sft_steps: usize,
@@ -687,6 +739,7 @@ fn resume_state(
     stage_pool: Option<&StagePool>,
     lines: Lines,
     param_ids: &[u64],
+    run_config: &serde_json::Value,
 ) -> ResumeState {
     ResumeState {
         version: checkpoint::STATE_VERSION,
@@ -697,6 +750,7 @@ fn resume_state(
         stage_pool: stage_pool.cloned(),
         lines,
         param_ids: param_ids.to_vec(),
+        run_config: Some(run_config.clone()),
     }
 }
 

@@ -609,7 +609,9 @@ fn update(
         m.clip_frac = b.clip_frac;
         m.ppo_kl = b.ppo_kl;
         m.pg_loss += b.pg_loss / chunks.len() as f32;
-        m.grad_norm += clip_global_norm(&model, &mut grads, o.grad_clip) / chunks.len() as f64;
+        let grad_norm = clip_global_norm(&model, &mut grads, o.grad_clip);
+        super::optim::check_step_finite("rl", step, f64::from(b.pg_loss), grad_norm, "rl.lr")?;
+        m.grad_norm += grad_norm / chunks.len() as f64;
         model = optimizer.step(lr.clone(), model, grads);
         m.updates += 1;
     }

@@ -246,6 +246,13 @@ pub fn train_from(
             (grads, value as f32)
         };
         let grad_norm = clip_global_norm(&model, &mut grads, options.grad_clip);
+        super::optim::check_step_finite(
+            "sft",
+            step as u64 + 1,
+            f64::from(loss_value),
+            grad_norm,
+            "sft.lr",
+        )?;
         let lr = lr_at(
             step,
             options.steps,

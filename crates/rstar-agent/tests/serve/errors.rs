@@ -138,10 +138,11 @@ fn bad_requests_get_openai_errors() {
         ),
         (
             c,
-            json!({"prompt": "x", "stream": true}),
+            // Issue 44: streaming is served; its options need `stream: true`.
+            json!({"prompt": "x", "stream_options": {"include_usage": true}}),
             400,
-            Some("stream"),
-            "streaming is not supported",
+            Some("stream_options"),
+            "only allowed when `stream` is true",
         ),
         (
             c,

@@ -111,3 +111,73 @@ async fn a_code_judge_client_gets_a_thousand_answers() {
     );
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_44_the_sandbox_fusion_client_runs_jupyter_cells_with_state() {
+    let server = server(2, ServerConfig::code_judge()).await;
+    let lines = python(&[
+        script("sandbox_fusion_jupyter.py").display().to_string(),
+        server.url(),
+    ])
+    .await;
+    let case = |name: &str| {
+        lines
+            .iter()
+            .find(|l| l["case"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {lines:?}"))
+            .clone()
+    };
+    let stdout = |r: &Value| -> Vec<String> {
+        r["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["stdout"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The second cell reads what the first defined; the third's value is printed.
+    let state = case("state");
+    assert_eq!(
+        (&state["status"], &state["message"]),
+        (&"Success".into(), &"".into()),
+        "{state}"
+    );
+    assert_eq!(stdout(&state), ["set\n", "124\n", "246\n"], "{state}");
+    assert_eq!(state["driver"]["status"], "Finished", "{state}");
+    assert_eq!(state["executor_pod_name"], "rstar-toolserver");
+    for cell in state["cells"].as_array().unwrap() {
+        assert_eq!(
+            (&cell["stderr"], &cell["error"], &cell["display"]),
+            (&"".into(), &Value::Array(vec![]), &Value::Array(vec![])),
+            "{state}"
+        );
+    }
+    // A raising cell carries its exception; the cells around it keep the notebook's state.
+    let error = case("error");
+    assert_eq!(error["status"], "Success", "{error}");
+    assert_eq!(stdout(&error), ["", "", "7\n"], "{error}");
+    let raised = &error["cells"][1]["error"][0];
+    assert_eq!(
+        (&raised["ename"], &raised["evalue"]),
+        (&"ValueError".into(), &"bad value".into()),
+        "{error}"
+    );
+    assert!(error["cells"][0]["error"].as_array().unwrap().is_empty());
+    // Out of time: SandboxFusion's `Failed` with the driver's `TimeLimitExceeded` and no cells.
+    let timeout = case("timeout");
+    assert_eq!(
+        (
+            &timeout["status"],
+            &timeout["driver"]["status"],
+            &timeout["cells"]
+        ),
+        (
+            &"Failed".into(),
+            &"TimeLimitExceeded".into(),
+            &Value::Array(vec![])
+        ),
+        "{timeout}"
+    );
+    assert_eq!(case("async")["stdout"], serde_json::json!(["", "42\n"]));
+    server.shutdown().await.unwrap();
+}

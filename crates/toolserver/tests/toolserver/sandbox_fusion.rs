@@ -113,3 +113,62 @@ async fn run_code_fields() {
     assert_eq!(r["run_result"]["stdout"].as_str().unwrap().len(), 5001);
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_44_run_jupyter_fields_and_refusals() {
+    let server = server(2, ServerConfig::code_judge()).await;
+    let url = server.url();
+    let (code, r) = post(
+        &url,
+        "/run_jupyter",
+        &json!({"cells": ["import sys\nz = [1, 2]\nsys.stderr.write('warn\\n')", "z.append(3)\nlen(z)"]}),
+    )
+    .await;
+    assert_eq!(code, 200, "{r}");
+    assert_eq!(
+        keys(&r),
+        [
+            "cells",
+            "driver",
+            "executor_pod_name",
+            "files",
+            "message",
+            "status"
+        ],
+        "{r}"
+    );
+    assert_eq!((&r["status"], &r["files"]), (&json!("Success"), &json!({})));
+    assert_eq!(
+        keys(&r["cells"][0]),
+        ["display", "error", "stderr", "stdout"],
+        "{r}"
+    );
+    // The replayed first cell's stderr is not reported again with the second.
+    assert_eq!(
+        (&r["cells"][0]["stderr"], &r["cells"][1]["stderr"]),
+        (&json!("warn\n"), &json!("")),
+        "{r}"
+    );
+    assert_eq!(r["cells"][1]["stdout"], "3\n", "{r}");
+    let driver = &r["driver"];
+    assert_eq!(
+        (&driver["status"], &driver["return_code"]),
+        (&json!("Finished"), &json!(0))
+    );
+    assert!(driver["execution_time"].as_f64().is_some_and(|t| t > 0.0));
+    // No cells: nothing to run, and a success.
+    let (_, r) = post(&url, "/run_jupyter", &json!({"cells": []})).await;
+    assert_eq!((&r["status"], &r["cells"]), (&json!("Success"), &json!([])));
+    for (body, field) in [
+        (json!({"cells": ["1"], "kernel": "ir"}), "kernel"),
+        (json!({"cells": ["1"], "total_timeout": 0}), "total_timeout"),
+        (json!({"cells": ["1"], "cell_timeout": -1}), "cell_timeout"),
+        (json!({"cells": ["1"], "files": {"a.txt": "eA=="}}), "files"),
+        (json!({"cell": ["1"]}), "cells"),
+    ] {
+        let (code, r) = post(&url, "/run_jupyter", &body).await;
+        assert_eq!(code, 422, "{body}: {r}");
+        assert!(r["detail"].as_str().unwrap().contains(field), "{body}: {r}");
+    }
+    server.shutdown().await.unwrap();
+}
