@@ -17,7 +17,10 @@
 //!   `lib.rs` (or `main.rs`) and a runnable example in `examples/`.
 //! - `rstar-grpo` without its default `burn` feature builds no Burn (`cargo tree -e normal`);
 //! - every `runs/tiny/…` path that `README.md` and `docs/*.md` name is one `cargo xtask train`
-//!   writes (issue 44: the docs once served `runs/tiny/final`, which no run has).
+//!   writes (issue 44: the docs once served `runs/tiny/final`, which no run has);
+//! - `rstar-analysis` (the report, plots, TensorBoard writer and entropy analysis) builds no
+//!   Burn and no tokio: its normal dependencies, followed through the workspace's manifests,
+//!   and `cargo tree -p rstar-analysis -e normal` (issue 39).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -754,4 +757,186 @@ fn workspace_python_wheel_builds_no_burn() {
         "cargo tree -p rstar-python has no burn",
         &burn.into_iter().cloned().collect::<Vec<_>>(),
     );
+}
+
+/// Crates whose normal dependency tree holds no Burn and no tokio, by folder: a user who only
+/// wants a run's report compiles neither (issue 39).
+const NO_BURN_NO_TOKIO: &[&str] = &["analysis"];
+
+/// Whether a package name is Burn, tokio or the Burn policy crate.
+fn burn_or_tokio(name: &str) -> bool {
+    name == "burn"
+        || name.starts_with("burn-")
+        || name == "tokio"
+        || name.starts_with("tokio-")
+        || name == "rstar-policy"
+}
+
+/// The dependency names of a manifest's normal tables (`[dependencies]`,
+/// `[target.*.dependencies]`), not the dev or build ones.
+fn normal_dependencies(manifest: &str) -> Vec<(usize, String)> {
+    let mut table = String::new();
+    let mut out = Vec::new();
+    for (i, line) in manifest.lines().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            table = trimmed.trim_matches(['[', ']']).to_string();
+            // `[dependencies.burn]`
+            if let Some((head, name)) = table.split_once("dependencies.")
+                && (head.is_empty() || (head.ends_with('.') && head.starts_with("target.")))
+            {
+                out.push((i + 1, name.to_string()));
+            }
+            continue;
+        }
+        let normal = table == "dependencies"
+            || (table.starts_with("target.") && table.ends_with(".dependencies"));
+        if normal && let Some((name, _)) = trimmed.split_once('=') {
+            let name = name.trim().split('.').next().unwrap_or("").trim();
+            if !name.is_empty() && !name.starts_with('#') {
+                out.push((i + 1, name.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// The workspace's crates by package name: `rstar-episode` → `crates/episode/Cargo.toml`.
+fn packages(root: &Path) -> Vec<(String, PathBuf)> {
+    crate_dirs(root)
+        .into_iter()
+        .filter_map(|dir| {
+            let manifest = dir.join("Cargo.toml");
+            let text = std::fs::read_to_string(&manifest).ok()?;
+            let name = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("name = \""))?
+                .trim_end_matches('"')
+                .to_string();
+            Some((name, manifest))
+        })
+        .collect()
+}
+
+/// Burn and tokio among the normal dependencies of the [`NO_BURN_NO_TOKIO`] crates, followed
+/// through the workspace crates they depend on, each with the chain that pulls it in.
+fn burn_or_tokio_in_manifests(root: &Path) -> Vec<String> {
+    let packages = packages(root);
+    let mut bad = Vec::new();
+    for dir in NO_BURN_NO_TOKIO {
+        let start = root.join("crates").join(dir).join("Cargo.toml");
+        if !start.is_file() {
+            bad.push(format!("{}: missing", rel(root, &start)));
+            continue;
+        }
+        // Depth-first over workspace manifests, each visited once.
+        let mut seen: Vec<PathBuf> = Vec::new();
+        let mut stack = vec![(start, vec![format!("crates/{dir}")])];
+        while let Some((manifest, chain)) = stack.pop() {
+            if seen.contains(&manifest) {
+                continue;
+            }
+            seen.push(manifest.clone());
+            let text = std::fs::read_to_string(&manifest).unwrap_or_default();
+            for (line, dep) in normal_dependencies(&text) {
+                if burn_or_tokio(&dep) {
+                    bad.push(format!(
+                        "{}:{line}: {} → `{dep}` (Burn or tokio)",
+                        rel(root, &manifest),
+                        chain.join(" → ")
+                    ));
+                } else if let Some((_, next)) = packages.iter().find(|(name, _)| *name == dep) {
+                    let mut chain = chain.clone();
+                    chain.push(dep);
+                    stack.push((next.clone(), chain));
+                }
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn workspace_analysis_builds_no_burn_and_no_tokio() {
+    assert_clean(
+        "no Burn or tokio in the normal dependencies of rstar-analysis",
+        &burn_or_tokio_in_manifests(&root()),
+    );
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .args([
+            "tree",
+            "--offline",
+            "--prefix",
+            "none",
+            "-e",
+            "normal",
+            "-p",
+            "rstar-analysis",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    assert!(names.iter().any(|n| n == "rstar-episode"), "{names:?}");
+    let mut heavy: Vec<String> = names.into_iter().filter(|n| burn_or_tokio(n)).collect();
+    heavy.sort();
+    heavy.dedup();
+    assert_clean(
+        "cargo tree -p rstar-analysis -e normal has no burn and no tokio",
+        &heavy,
+    );
+}
+
+#[test]
+fn planted_burn_or_tokio_under_analysis_fails() {
+    let s = Scratch::new("analysis-tree");
+    s.write(
+        "crates/analysis/Cargo.toml",
+        "[package]\nname = \"rstar-analysis\"\n\n[dependencies]\nrstar-episode.workspace = true\nserde.workspace = true\n\n[dev-dependencies]\ntokio.workspace = true\nrstar-policy.workspace = true\n",
+    )
+    .write(
+        "crates/episode/Cargo.toml",
+        "[package]\nname = \"rstar-episode\"\n\n[dependencies]\nserde.workspace = true\n",
+    )
+    .write(
+        "crates/policy/Cargo.toml",
+        "[package]\nname = \"rstar-policy\"\n\n[dependencies]\nburn.workspace = true\n",
+    );
+    // Clean: tokio and the policy are dev-dependencies only.
+    assert_eq!(burn_or_tokio_in_manifests(&s.0), Vec::<String>::new());
+    // tokio two crates down, and Burn named directly in a target table.
+    s.write(
+        "crates/episode/Cargo.toml",
+        "[package]\nname = \"rstar-episode\"\n\n[dependencies]\nserde.workspace = true\ntokio = { workspace = true }\n",
+    );
+    assert_eq!(
+        burn_or_tokio_in_manifests(&s.0),
+        ["crates/episode/Cargo.toml:6: crates/analysis → rstar-episode → `tokio` (Burn or tokio)"]
+    );
+    s.write(
+        "crates/analysis/Cargo.toml",
+        "[package]\nname = \"rstar-analysis\"\n\n[target.'cfg(unix)'.dependencies.burn-tensor]\nworkspace = true\n",
+    );
+    assert_eq!(
+        burn_or_tokio_in_manifests(&s.0),
+        ["crates/analysis/Cargo.toml:4: crates/analysis → `burn-tensor` (Burn or tokio)"]
+    );
+    let names = [
+        "rstar-episode",
+        "serde",
+        "tokio-macros",
+        "burn-std",
+        "tokenizers",
+    ];
+    let heavy: Vec<&str> = names.into_iter().filter(|n| burn_or_tokio(n)).collect();
+    assert_eq!(heavy, ["tokio-macros", "burn-std"]);
 }

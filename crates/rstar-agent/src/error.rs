@@ -33,9 +33,10 @@ pub enum AgentError {
         /// The underlying error.
         source: std::io::Error,
     },
-    /// Per-token entropies cannot be analysed as asked.
-    #[error("entropy analysis: {0}")]
-    Analysis(String),
+    /// Reading a run's artefacts or writing its report, plots or TensorBoard events failed
+    /// (`rstar-analysis`).
+    #[error(transparent)]
+    Analysis(#[from] rstar_analysis::Error),
     /// A trajectory line is not valid JSON of the trajectory schema.
     #[error("trajectory json: {0}")]
     Json(#[from] serde_json::Error),

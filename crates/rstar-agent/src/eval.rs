@@ -73,14 +73,8 @@ pub fn reported_ks(n: usize) -> Vec<usize> {
     ks
 }
 
-/// One pass@k value.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct PassAtK {
-    /// k.
-    pub k: usize,
-    /// The mean over problems of the unbiased estimate.
-    pub value: f64,
-}
+/// One pass@k value; defined in `rstar-analysis`, which reads it back from `eval.jsonl`.
+pub use rstar_analysis::records::PassAtK;
 
 /// The results of one problem (one line of `results.jsonl`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -39,7 +39,6 @@
 //!   lavapipe through `rstar-policy`, `cuda` is never built).
 #![warn(missing_docs)]
 
-pub mod analysis;
 pub mod chat_sft;
 pub mod engine;
 pub mod error;
@@ -54,6 +53,7 @@ pub use rstar_episode::{episode, template, toolcall};
 pub use rstar_tasks::{dataset, tasks};
 
 pub use error::AgentError;
+pub use rstar_analysis as analysis;
 pub use rstar_curriculum as curriculum;
 pub use rstar_grpo as grpo;
 pub use rstar_policy as policy;

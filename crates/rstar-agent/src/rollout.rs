@@ -441,62 +441,9 @@ fn rollout_from(
     })
 }
 
-/// Summary statistics of a set of trajectories (evaluation and RL metrics).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct TrajectoryStats {
-    /// Trajectories summarised.
-    pub count: usize,
-    /// Mean reward (avg@k accuracy when rewards are 0/1).
-    pub accuracy: f64,
-    /// Mean response length in tokens (assistant and tool tokens).
-    pub response_len: f64,
-    /// Share of truncated trajectories.
-    pub truncation_rate: f64,
-    /// Tool calls per trajectory.
-    pub tool_calls: f64,
-    /// Share of tool calls that were errors (error, timeout, parse failure).
-    pub tool_error_rate: f64,
-    /// The same share over the calls of successful (reward > 0) trajectories only.
-    pub tool_error_rate_success: f64,
-    /// Share of trajectories with at least one answer tag closed.
-    pub answered: f64,
-}
-
-impl TrajectoryStats {
-    /// Summarises `trajectories` (rewards missing count as 0).
-    pub fn of(trajectories: &[Trajectory]) -> Self {
-        let n = trajectories.len();
-        if n == 0 {
-            return TrajectoryStats::default();
-        }
-        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-        let (mut reward, mut len, mut trunc, mut calls, mut errors) = (0.0, 0usize, 0, 0, 0);
-        let (mut ok_calls, mut ok_errors, mut answered) = (0, 0, 0);
-        for t in trajectories {
-            let r = f64::from(t.reward.unwrap_or(0.0));
-            reward += r;
-            len += t.response_ids.len();
-            trunc += usize::from(t.truncated);
-            calls += t.tool_calls.len();
-            errors += t.tool_errors();
-            if r > 0.0 {
-                ok_calls += t.tool_calls.len();
-                ok_errors += t.tool_errors();
-            }
-            answered += usize::from(t.answer.is_some());
-        }
-        TrajectoryStats {
-            count: n,
-            accuracy: reward / n as f64,
-            response_len: ratio(len, n),
-            truncation_rate: ratio(trunc, n),
-            tool_calls: ratio(calls, n),
-            tool_error_rate: ratio(errors, calls),
-            tool_error_rate_success: ratio(ok_errors, ok_calls),
-            answered: ratio(answered, n),
-        }
-    }
-}
+/// Summary statistics of a set of trajectories (evaluation and RL metrics); defined in
+/// `rstar-analysis`, which reads them back from `metrics.jsonl` and `eval.jsonl`.
+pub use rstar_analysis::records::TrajectoryStats;
 
 #[cfg(test)]
 mod tests {
@@ -524,10 +471,5 @@ mod tests {
         assert_eq!(o.stdout(), Some("42\n"));
         r.outcome = rstar_toolenv::Outcome::Timeout;
         assert_eq!(outcome_of(&r).kind, OutcomeKind::Timeout);
-    }
-
-    #[test]
-    fn stats_of_nothing_are_zero() {
-        assert_eq!(TrajectoryStats::of(&[]), TrajectoryStats::default());
     }
 }

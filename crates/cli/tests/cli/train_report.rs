@@ -64,6 +64,44 @@ fn console_errors(log: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The contents of the `<text class="{class}">` elements of `html`.
+fn texts<'a>(html: &'a str, class: &str) -> Vec<&'a str> {
+    html.match_indices(&format!("<text class=\"{class}\""))
+        .map(|(i, _)| {
+            let body = &html[i + html[i..].find('>').unwrap() + 1..];
+            &body[..body.find("</text>").unwrap()]
+        })
+        .collect()
+}
+
+/// The figure `data-chart="{name}"` of `html`.
+fn figure<'a>(html: &'a str, name: &str) -> &'a str {
+    let at = html
+        .find(&format!("data-chart=\"{name}\""))
+        .unwrap_or_else(|| panic!("no chart {name}"));
+    &html[at..at + html[at..].find("</figure>").unwrap()]
+}
+
+/// Issue 39: step ticks are integers, and in the browser no stage label covers a legend entry
+/// or another stage label (the page's script measures the drawn boxes).
+fn assert_plots_are_legible(dom: &str, log: &str) {
+    let ticks = texts(dom, "xtick");
+    assert!(!ticks.is_empty());
+    for t in &ticks {
+        assert!(
+            t.parse::<u64>().is_ok(),
+            "step tick {t:?} is not an integer"
+        );
+    }
+    assert!(dom.contains("<g class=\"legend\">"));
+    assert!(
+        dom.contains("data-label-overlaps=\"0\""),
+        "a stage label overlaps a legend entry or another label: {}",
+        dom.find("data-label-overlaps=")
+            .map_or(log, |at| &dom[at..at + 30])
+    );
+}
+
 /// A copy of a run's files (not its checkpoints) in `to`.
 fn copy_run(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -162,6 +200,7 @@ fn the_smoke_report_renders_in_chromium_with_its_table_plots_and_a_tool_call() {
             "SFT loss and seven RL charts"
         );
         assert!(dom.contains("class=\"series\""));
+        assert_plots_are_legible(&dom, &log);
         // Trajectories: one with a tool call and its output, entropy shading.
         assert!(dom.contains("<details class=\"traj"), "a trajectory");
         assert!(dom.contains("▶ tool call 0: python"), "a tool call");
@@ -272,4 +311,80 @@ fn two_runs_are_compared_roc_against_no_roc() {
     let chart = &html[chart_at..chart_at + html[chart_at..].find("</figure>").unwrap()];
     assert_eq!(chart.matches("class=\"series\"").count(), 2, "{chart}");
     assert!(chart.contains("data-name=\"ablation (no RoC)\""));
+}
+
+/// Issue 39 at the paper's scale of the problem: 160 RL steps, two stage boundaries four steps
+/// apart, the scheduled driver's summed tool seconds (2,500 s) against 30-second steps.
+#[test]
+fn issue_39_a_long_scheduled_run_has_round_ticks_clear_labels_and_a_wall_clock_time_split() {
+    let run = smoke_run();
+    let dir = tempfile::tempdir().unwrap();
+    let long = dir.path().join("long");
+    copy_run(run, &long);
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(long.join("config.json")).unwrap()).unwrap();
+    config["rl"]["rollout_driver"] = Value::String("scheduled".into());
+    std::fs::write(long.join("config.json"), config.to_string()).unwrap();
+    let first: Value = serde_json::from_str(
+        std::fs::read_to_string(long.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut metrics = String::new();
+    for step in 1..=160u64 {
+        let mut line = first.clone();
+        let (stage, name) = match step {
+            ..=60 => (0, "short"),
+            61..=64 => (1, "long"),
+            _ => (2, "hard"),
+        };
+        line["step"] = step.into();
+        line["stage"] = stage.into();
+        line["stage_name"] = name.into();
+        line["decision"] = match step {
+            60 => "advance to `long`".into(),
+            64 => "advance to `hard` (optimizer reset)".into(),
+            160 => "finish".into(),
+            _ => "stay".into(),
+        };
+        line["time_rollout"] = 20.0.into();
+        line["time_tools"] = 2500.0.into();
+        line["time_update"] = 8.0.into();
+        line["time_step"] = 30.0.into();
+        metrics.push_str(&format!("{line}\n"));
+    }
+    std::fs::write(long.join("metrics.jsonl"), metrics).unwrap();
+    let (ok, _, stderr) = rstar(&["report", long.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    let (dom, log) = dump_dom(&long.join("report.html"));
+    assert!(dom.contains("data-script=\"ok\""), "{log}");
+    assert_plots_are_legible(&dom, &log);
+    let reward = figure(&dom, "reward");
+    assert_eq!(
+        texts(reward, "xtick"),
+        ["20", "40", "60", "80", "100", "120", "140", "160"]
+    );
+    assert_eq!(texts(reward, "vlabel").len(), 2);
+    // The time split: wall-clock parts that add up to the step (20 + 8 + 2 = 30 s, on an axis
+    // to 30), and no series of the summed tool seconds.
+    let time = figure(&dom, "step_time");
+    let names: Vec<&str> = time
+        .match_indices("class=\"series\" data-name=\"")
+        .map(|(i, m)| {
+            let rest = &time[i + m.len()..];
+            &rest[..rest.find('"').unwrap()]
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "rollout (tools overlapped)",
+            "update",
+            "other (logging, checkpoints)"
+        ]
+    );
+    assert_eq!(texts(time, "ytick").last(), Some(&"30"), "{time}");
 }

@@ -30,7 +30,6 @@ pub mod config;
 pub mod engines;
 pub mod optim;
 mod phases;
-pub mod plots;
 pub mod rl;
 pub mod sft;
 
@@ -42,6 +41,8 @@ use rstar_policy::{Qwen, Sampling, Tokenizer};
 use rstar_toolenv::{BlockingPool, Pool};
 use serde::{Deserialize, Serialize};
 
+pub use rstar_analysis::plots;
+
 pub use config::{
     Engines, EvalOptions, LrSchedule, PublishVia, RlOptions, RocMode, RocOptions, RolloutDriver,
     SftOptions, ToolOptions, TrainConfig,
@@ -50,70 +51,13 @@ pub use config::{
 use self::checkpoint::Phase;
 use crate::episode::{Limits, Trajectory};
 use crate::error::AgentError;
-use crate::eval::{EvalReport, EvalSummary, PassAtK};
+use crate::eval::{EvalReport, EvalSummary};
 use crate::rollout::{Prompt, RolloutConfig, ToolExecutor, TrajectoryStats, mix_seed, rollout};
 use crate::tasks::{Split, TaskSet};
 use crate::template::TemplateFormat;
 
-/// Held-out evaluation of one policy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EvalRow {
-    /// `sft` or `stage <name>`.
-    pub phase: String,
-    /// RL steps done when evaluated.
-    pub rl_steps: u64,
-    /// Greedy decoding, one sample per problem.
-    pub greedy: TrajectoryStats,
-    /// The sampled evaluation's trajectory statistics at `eval.temperature`, when
-    /// `eval.samples > 0`.
-    pub sampled: Option<TrajectoryStats>,
-    /// avg@k of the sampled evaluation, computed by `rstar eval`'s code
-    /// ([`EvalReport::from_trajectories`]); absent in older files.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub avg_at_k: Option<f64>,
-    /// pass@k of the sampled evaluation for `k` = 1, 2, 4, … and `eval.samples`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pass_at_k: Vec<PassAtK>,
-    /// avg@k at each of `eval.more_temperatures`, when `eval.samples > 0`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub more: Vec<SampledAt>,
-}
-
-/// avg@k at one temperature.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct SampledAt {
-    /// The sampling temperature.
-    pub temperature: f64,
-    /// The `eval.samples` samples of every problem.
-    pub stats: TrajectoryStats,
-}
-
-impl EvalRow {
-    /// Accuracy under greedy decoding and at every sampled temperature, in that order:
-    /// `(None, greedy)`, then `(Some(T), avg@k)`.
-    pub fn decodings(&self, eval_temperature: f64) -> Vec<(Option<f64>, f64)> {
-        let mut out = vec![(None, self.greedy.accuracy)];
-        out.extend(
-            self.sampled
-                .map(|s| (Some(eval_temperature), self.avg_at_k.unwrap_or(s.accuracy))),
-        );
-        out.extend(
-            self.more
-                .iter()
-                .map(|m| (Some(m.temperature), m.stats.accuracy)),
-        );
-        out
-    }
-
-    /// The best of [`EvalRow::decodings`] (the first on ties): the decoding and its accuracy.
-    pub fn best(&self, eval_temperature: f64) -> (Option<f64>, f64) {
-        self.decodings(eval_temperature)
-            .into_iter()
-            .fold((None, f64::NEG_INFINITY), |best, d| {
-                if d.1 > best.1 { d } else { best }
-            })
-    }
-}
+/// The lines of `eval.jsonl`: defined in `rstar-analysis`, which reads them back for the report.
+pub use rstar_analysis::records::{EvalRow, SampledAt};
 
 /// `greedy` or `T = 0.6`.
 fn decoding_name(temperature: Option<f64>) -> String {

@@ -1,10 +1,10 @@
 //! Known entropies give known groups and counts (numbers worked out by hand in the comments).
 
-use rstar_agent::analysis::entropy::{
+use rstar_analysis::entropy::{
     EntropyConfig, Group, Outcome, analyze, render_compare, render_table, token_views,
 };
-use rstar_agent::episode::{Role, StopReason, Trajectory, Turn};
-use rstar_agent::template::TemplateFormat;
+use rstar_episode::episode::{Role, StopReason, Trajectory, Turn};
+use rstar_episode::template::TemplateFormat;
 
 use super::common::{failed, solved};
 

@@ -1,8 +1,8 @@
 //! Synthetic trajectories with hand-chosen entropies (byte tokens, compact template).
 
-use rstar_agent::episode::{ByteTokenizer, Episode, Limits, Score, TokenStats, Trajectory};
-use rstar_agent::template::Template;
-use rstar_agent::toolcall::ToolOutcome;
+use rstar_episode::episode::{ByteTokenizer, Episode, Limits, Score, TokenStats, Trajectory};
+use rstar_episode::template::Template;
+use rstar_episode::toolcall::ToolOutcome;
 
 /// Stats for `text` (one token per byte): every entropy 0.1 except the listed `(byte, entropy)`.
 pub fn stats(text: &str, high: &[(usize, f32)]) -> TokenStats {

@@ -31,8 +31,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::Error;
 use crate::episode::{Role, Trajectory};
-use crate::error::AgentError;
 
 /// The file name suffix of the event files we write (what [`RunLog::start`] removes).
 pub const SUFFIX: &str = ".rstar";
@@ -167,8 +167,8 @@ fn now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
-    move |source| AgentError::Io {
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
         path: path.to_path_buf(),
         source,
     }
@@ -189,7 +189,7 @@ impl EventWriter {
     ///
     /// # Errors
     /// IO errors naming the directory or file.
-    pub fn create(dir: &Path) -> Result<Self, AgentError> {
+    pub fn create(dir: &Path) -> Result<Self, Error> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let secs = now() as u64;
         let pid = std::process::id();
@@ -216,7 +216,7 @@ impl EventWriter {
         &self.path
     }
 
-    fn write(&mut self, event: &[u8]) -> Result<(), AgentError> {
+    fn write(&mut self, event: &[u8]) -> Result<(), Error> {
         self.file
             .write_all(&tfrecord(event))
             .and_then(|()| self.file.flush())
@@ -227,7 +227,7 @@ impl EventWriter {
     ///
     /// # Errors
     /// IO errors naming the file.
-    pub fn scalar(&mut self, tag: &str, step: i64, value: f64) -> Result<(), AgentError> {
+    pub fn scalar(&mut self, tag: &str, step: i64, value: f64) -> Result<(), Error> {
         self.write(&event(
             now(),
             step,
@@ -239,12 +239,12 @@ impl EventWriter {
     ///
     /// # Errors
     /// IO errors naming the file.
-    pub fn text(&mut self, tag: &str, step: i64, text: &str) -> Result<(), AgentError> {
+    pub fn text(&mut self, tag: &str, step: i64, text: &str) -> Result<(), Error> {
         self.write(&event(now(), step, EventBody::Value(text_value(tag, text))))
     }
 }
 
-/// The tag of a statistic of [`crate::rollout::TrajectoryStats`] below a prefix.
+/// The tag of a statistic of [`crate::records::TrajectoryStats`] below a prefix.
 fn stats_tag(prefix: &str, field: &str) -> Option<String> {
     let name = match field {
         "accuracy" => "rewards/mean",
@@ -527,7 +527,7 @@ impl RunLog {
     ///
     /// # Errors
     /// IO errors naming the file; a malformed line names its file and line.
-    pub fn start(dir: &Path, run: &Path) -> Result<Self, AgentError> {
+    pub fn start(dir: &Path, run: &Path) -> Result<Self, Error> {
         if dir.is_dir() {
             for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
                 let path = entry.map_err(io_err(dir))?.path();
@@ -552,14 +552,14 @@ impl RunLog {
                 if line.trim().is_empty() {
                     continue;
                 }
-                let v: Value = serde_json::from_str(line).map_err(|e| AgentError::Dataset {
+                let v: Value = serde_json::from_str(line).map_err(|e| Error::Line {
                     path: path.clone(),
                     line: i + 1,
                     message: e.to_string(),
                 })?;
                 log.line(kind, &v).map_err(|e| match e {
-                    AgentError::Io { .. } => e,
-                    other => AgentError::Dataset {
+                    Error::Io { .. } => e,
+                    other => Error::Line {
                         path: path.clone(),
                         line: i + 1,
                         message: other.to_string(),
@@ -580,7 +580,7 @@ impl RunLog {
         self.counts
     }
 
-    fn scalars(&mut self, step: i64, scalars: &[(String, f64)]) -> Result<(), AgentError> {
+    fn scalars(&mut self, step: i64, scalars: &[(String, f64)]) -> Result<(), Error> {
         for (tag, x) in scalars {
             self.writer.scalar(tag, step, *x)?;
             self.counts.scalars += 1;
@@ -588,7 +588,7 @@ impl RunLog {
         Ok(())
     }
 
-    fn text(&mut self, tag: &str, step: i64, text: &str) -> Result<(), AgentError> {
+    fn text(&mut self, tag: &str, step: i64, text: &str) -> Result<(), Error> {
         self.writer.text(tag, step, text)?;
         self.counts.texts += 1;
         Ok(())
@@ -598,23 +598,22 @@ impl RunLog {
     /// decision as text when it is not `stay`; for `eval.jsonl` the evaluation table so far.
     ///
     /// # Errors
-    /// IO errors naming the file; [`AgentError::Analysis`] for a line without its step.
-    pub fn line(&mut self, kind: LineKind, v: &Value) -> Result<(), AgentError> {
+    /// IO errors naming the file; [`Error::NoStep`] for a line without its step.
+    pub fn line(&mut self, kind: LineKind, v: &Value) -> Result<(), Error> {
         let parsed = match kind {
             LineKind::Sft => sft_scalars(v),
             LineKind::Rl => rl_scalars(v),
             LineKind::Eval => eval_scalars(v),
         };
         let Some((step, scalars)) = parsed else {
-            return Err(AgentError::Analysis(format!(
-                "a {} line has no integer `{}`",
-                kind.file(),
-                if kind == LineKind::Eval {
+            return Err(Error::NoStep {
+                file: kind.file(),
+                field: if kind == LineKind::Eval {
                     "rl_steps"
                 } else {
                     "step"
-                }
-            )));
+                },
+            });
         };
         self.scalars(step, &scalars)?;
         match kind {
@@ -653,7 +652,7 @@ impl RunLog {
         step: i64,
         trajectories: &[Trajectory],
         n: usize,
-    ) -> Result<(), AgentError> {
+    ) -> Result<(), Error> {
         let picked = pick_samples(trajectories, n);
         if picked.is_empty() {
             return Ok(());
@@ -699,25 +698,22 @@ fn eval_row_markdown(v: &Value) -> String {
 /// evaluation's step. Returns the event file and what it holds.
 ///
 /// # Errors
-/// [`AgentError::Resume`] when `run` holds none of the files; IO errors naming the file;
+/// [`Error::NotARun`] when `run` holds none of the files; IO errors naming the file;
 /// malformed lines name their file and line.
-pub fn convert(run: &Path, dir: &Path) -> Result<(PathBuf, Counts), AgentError> {
+pub fn convert(run: &Path, dir: &Path) -> Result<(PathBuf, Counts), Error> {
     let any = [LineKind::Sft, LineKind::Rl, LineKind::Eval]
         .iter()
         .any(|k| run.join(k.file()).exists());
     if !any {
-        return Err(AgentError::Resume {
+        return Err(Error::NotARun {
             path: run.to_path_buf(),
-            message:
-                "has none of sft_metrics.jsonl, metrics.jsonl, eval.jsonl: not a run directory"
-                    .into(),
         });
     }
     let mut log = RunLog::start(dir, run)?;
     let samples = run.join("samples.jsonl");
     if samples.exists() {
         let text = std::fs::read_to_string(&samples).map_err(io_err(&samples))?;
-        let trajectories = crate::analysis::parse_trajectories(&text, &samples)?;
+        let trajectories = crate::parse_trajectories(&text, &samples)?;
         let step = last_eval_step(run).unwrap_or(0);
         log.samples("val/samples", step, &trajectories, 4)?;
     }

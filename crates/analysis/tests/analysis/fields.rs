@@ -1,10 +1,10 @@
 //! The optional per-token fields of `Trajectory`: attaching, validating, recording through the episode, and old files.
 
-use rstar_agent::episode::{
+use rstar_episode::Error as EpisodeError;
+use rstar_episode::episode::{
     ByteTokenizer, Episode, Limits, Step, StopReason, TokenStats, Trajectory,
 };
-use rstar_agent::template::Template;
-use rstar_episode::Error as EpisodeError;
+use rstar_episode::template::Template;
 
 use super::common::{failed, solved, stats};
 
@@ -113,7 +113,7 @@ fn mixing_turns_with_and_without_stats_is_refused() {
     let ids = |s: &str| s.bytes().map(u32::from).collect::<Vec<u32>>();
     let mut ep = Episode::new(&tok, &Template::compact(), Limits::compact(), "q");
     ep.push_assistant_ids(&ids("<c>1</c>")).unwrap();
-    ep.push_tool_outcomes(vec![rstar_agent::toolcall::ToolOutcome::code_judge(
+    ep.push_tool_outcomes(vec![rstar_episode::toolcall::ToolOutcome::code_judge(
         true, "", "1\n", "", 0.0,
     )])
     .unwrap();
@@ -135,7 +135,7 @@ fn mixing_turns_with_and_without_stats_is_refused() {
     );
     ep.push_assistant_sampled(&ids("<c>1</c>"), stats("<c>1</c>", &[]))
         .unwrap();
-    ep.push_tool_outcomes(vec![rstar_agent::toolcall::ToolOutcome::code_judge(
+    ep.push_tool_outcomes(vec![rstar_episode::toolcall::ToolOutcome::code_judge(
         true, "", "1\n", "", 0.0,
     )])
     .unwrap();

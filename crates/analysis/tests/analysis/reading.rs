@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use rstar_agent::analysis::parse_trajectories;
+use rstar_analysis::parse_trajectories;
 
 use super::common::{failed, solved};
 

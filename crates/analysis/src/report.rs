@@ -2,8 +2,8 @@
 //! offline (no network, no external assets; a Content-Security-Policy forbids any fetch).
 //!
 //! It shows the config, the evaluation table after SFT and after each stage, the training
-//! curves as inline SVG ([`crate::train::plots::charts`] and an SFT loss chart, drawn by
-//! [`crate::analysis::plot::line_chart_svg`]), with two runs a comparison (the evaluation
+//! curves as inline SVG ([`crate::plots::charts`] and an SFT loss chart, drawn by
+//! [`crate::plot::line_chart_svg`]), with two runs a comparison (the evaluation
 //! tables side by side and the main curves overlaid: RoC against no RoC), and a browsable list
 //! of the sampled trajectories of `samples.jsonl` (turns, tool calls and their outputs, errors
 //! in red, the reward, per-token entropy shading when the run recorded it).
@@ -11,19 +11,22 @@
 //! Everything read from the run is HTML-escaped (model text is hostile). [`RunData::load`]
 //! never fails: missing or truncated files become notes that the page shows at the top, with
 //! whatever could be read. The page's small script (filters, expand/collapse) marks
-//! `<body data-script="ok">` when it ran to the end, which the headless-browser test checks.
+//! `<body data-script="ok">` when it ran to the end, and counts in `data-label-overlaps` the
+//! stage labels of the charts that the browser drew over a legend entry or another stage label;
+//! the headless-browser test checks both.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::analysis::entropy::call_spans;
-use crate::analysis::plot::{LineChart, Series, line_chart_svg};
+use crate::Error;
+use crate::entropy::call_spans;
 use crate::episode::{Role, Trajectory};
-use crate::error::AgentError;
+use crate::plot::{LineChart, Series, line_chart_svg};
+use crate::plots::StepTiming;
+use crate::records::EvalRow;
 use crate::template::TemplateFormat;
-use crate::train::EvalRow;
 
 /// Trajectories of a run shown at most (the rest are counted).
 pub const MAX_TRAJECTORIES: usize = 200;
@@ -276,6 +279,25 @@ const SCRIPT: &str = r#"
     });
   });
   apply('all');
+  // The charts' own check of their layout, as the browser drew it: stage labels that cover the
+  // legend or each other (the headless-browser test reads the count).
+  var overlaps = 0;
+  function hit(a, b) {
+    return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+  }
+  document.querySelectorAll('figure.plot svg').forEach(function (svg) {
+    function boxes(selector) {
+      return Array.prototype.map.call(svg.querySelectorAll(selector), function (e) { return e.getBBox(); });
+    }
+    var legend = boxes('g.legend text');
+    var stages = boxes('text.vlabel');
+    stages.forEach(function (a, i) {
+      legend.concat(stages.slice(i + 1)).forEach(function (b) {
+        if (hit(a, b)) { overlaps += 1; }
+      });
+    });
+  });
+  document.body.setAttribute('data-label-overlaps', String(overlaps));
   var status = document.getElementById('script-status');
   if (status) { status.textContent = 'interactive: filters and expand buttons ready'; }
   document.body.setAttribute('data-script', 'ok');
@@ -310,7 +332,7 @@ pub fn render(runs: &[RunData]) -> String {
                 .collect::<Vec<_>>()
                 .join(" · ")
         ),
-        html(crate::VERSION)
+        html(env!("CARGO_PKG_VERSION"))
     );
     s.push_str("<nav><a href=\"#config\">config</a><a href=\"#evaluations\">evaluations</a>");
     if runs.len() > 1 {
@@ -565,10 +587,6 @@ fn comparison(s: &mut String, a: &RunData, b: &RunData) {
             break;
         }
         let chart = LineChart {
-            title: title.into(),
-            x_label: "RL step".into(),
-            y_label: y_label.into(),
-            x_range: (0.5, last + 0.5),
             series: [a, b]
                 .iter()
                 .map(|r| Series {
@@ -580,7 +598,7 @@ fn comparison(s: &mut String, a: &RunData, b: &RunData) {
                         .collect(),
                 })
                 .collect(),
-            vlines: Vec::new(),
+            ..LineChart::over_steps(title, "RL step", y_label, last)
         };
         figure(s, stem, &chart);
     }
@@ -603,10 +621,6 @@ fn plots(s: &mut String, r: &RunData, several: bool) {
             .filter(|x| x.is_finite())
             .fold(1.0f64, f64::max);
         let chart = LineChart {
-            title: "SFT loss per step".into(),
-            x_label: "SFT step".into(),
-            y_label: "nats per assistant token".into(),
-            x_range: (0.5, last + 0.5),
             series: vec![Series {
                 name: "loss".into(),
                 points: r
@@ -615,7 +629,12 @@ fn plots(s: &mut String, r: &RunData, several: bool) {
                     .map(|v| (at(v, "step"), at(v, "loss")))
                     .collect(),
             }],
-            vlines: Vec::new(),
+            ..LineChart::over_steps(
+                "SFT loss per step",
+                "SFT step",
+                "nats per assistant token",
+                last,
+            )
         };
         figure(s, "sft_loss", &chart);
     }
@@ -623,7 +642,8 @@ fn plots(s: &mut String, r: &RunData, several: bool) {
         s.push_str("<p class=\"muted\">No RL step logged.</p>\n");
         return;
     }
-    for (stem, chart) in crate::train::plots::charts(&r.metrics) {
+    for (stem, chart) in crate::plots::charts(&r.metrics, StepTiming::of_config(r.config.as_ref()))
+    {
         figure(s, stem, &chart);
     }
 }
@@ -844,9 +864,9 @@ fn trajectory(s: &mut String, t: &Trajectory, id: &str) {
 ///
 /// # Errors
 /// IO errors naming `out` (a missing or damaged run is reported in the page, not an error).
-pub fn write(dirs: &[PathBuf], out: &Path) -> Result<Vec<RunData>, AgentError> {
+pub fn write(dirs: &[PathBuf], out: &Path) -> Result<Vec<RunData>, Error> {
     let runs: Vec<RunData> = dirs.iter().map(|d| RunData::load(d)).collect();
-    std::fs::write(out, render(&runs)).map_err(|source| AgentError::Io {
+    std::fs::write(out, render(&runs)).map_err(|source| Error::Io {
         path: out.to_path_buf(),
         source,
     })?;

@@ -19,10 +19,10 @@
 //! contexts; then the same split for successful (reward ≥ 1), failed and unscored trajectories.
 //!
 //! ```
-//! use rstar_agent::analysis::entropy::{analyze, EntropyConfig, Group};
-//! use rstar_agent::episode::{ByteTokenizer, Episode, Limits, TokenStats};
-//! use rstar_agent::template::Template;
-//! use rstar_agent::toolcall::ToolOutcome;
+//! use rstar_analysis::entropy::{analyze, EntropyConfig, Group};
+//! use rstar_episode::episode::{ByteTokenizer, Episode, Limits, TokenStats};
+//! use rstar_episode::template::Template;
+//! use rstar_episode::toolcall::ToolOutcome;
 //!
 //! let tok = ByteTokenizer;
 //! let mut ep = Episode::new(&tok, &Template::compact(), Limits::compact(), "1+1?");
@@ -50,8 +50,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Error;
 use crate::episode::{Role, Trajectory};
-use crate::error::AgentError;
 use crate::template::TemplateFormat;
 
 /// Options of the analysis.
@@ -88,9 +88,9 @@ impl EntropyConfig {
         }
     }
 
-    fn check(&self) -> Result<(), AgentError> {
+    fn check(&self) -> Result<(), Error> {
         if !(self.top > 0.0 && self.top <= 1.0) {
-            return Err(AgentError::Analysis(format!(
+            return Err(Error::Entropy(format!(
                 "`top` must be in (0, 1], got {}",
                 self.top
             )));
@@ -172,10 +172,10 @@ pub struct TokenView {
 /// Token texts come from `token_texts`; when it is empty a turn whose text has exactly one
 /// character (or one byte) per token is split that way (the byte and character tokenizers);
 /// otherwise this fails, because tokens cannot be placed without the tokenizer.
-pub fn token_views(t: &Trajectory, after_tool: usize) -> Result<Vec<TokenView>, AgentError> {
+pub fn token_views(t: &Trajectory, after_tool: usize) -> Result<Vec<TokenView>, Error> {
     let n = t.assistant_token_count();
     if t.entropies.len() != n {
-        return Err(AgentError::Analysis(format!(
+        return Err(Error::Entropy(format!(
             "`entropies` has {} entries for {n} assistant tokens",
             t.entropies.len()
         )));
@@ -224,7 +224,7 @@ pub fn token_views(t: &Trajectory, after_tool: usize) -> Result<Vec<TokenView>, 
 }
 
 /// The texts of the tokens of assistant turn `ti`, whose first token is assistant token `k`.
-fn turn_texts(t: &Trajectory, ti: usize, k: usize) -> Result<Vec<String>, AgentError> {
+fn turn_texts(t: &Trajectory, ti: usize, k: usize) -> Result<Vec<String>, Error> {
     let turn = &t.turns[ti];
     if !t.token_texts.is_empty() {
         return Ok(t.token_texts[k..k + turn.len].to_vec());
@@ -239,7 +239,7 @@ fn turn_texts(t: &Trajectory, ti: usize, k: usize) -> Result<Vec<String>, AgentE
             .map(|b| String::from_utf8_lossy(&[b]).into_owned())
             .collect());
     }
-    Err(AgentError::Analysis(format!(
+    Err(Error::Entropy(format!(
         "`token_texts` is missing and turns[{ti}] has {} characters for {} tokens, so its tokens \
          cannot be located; record trajectories with token texts",
         turn.text.chars().count(),
@@ -370,7 +370,7 @@ fn ratio(a: usize, b: usize) -> f64 {
 
 /// Analyses the trajectories that have entropies; fails when none has, or when one cannot be
 /// located (see [`token_views`]; the error names the trajectory's index).
-pub fn analyze(trajs: &[Trajectory], cfg: &EntropyConfig) -> Result<EntropyReport, AgentError> {
+pub fn analyze(trajs: &[Trajectory], cfg: &EntropyConfig) -> Result<EntropyReport, Error> {
     cfg.check()?;
     let mut views: Vec<(usize, Vec<TokenView>)> = Vec::new();
     for (i, t) in trajs.iter().enumerate() {
@@ -378,7 +378,7 @@ pub fn analyze(trajs: &[Trajectory], cfg: &EntropyConfig) -> Result<EntropyRepor
             continue;
         }
         let v = token_views(t, cfg.after_tool).map_err(|e| {
-            AgentError::Analysis(format!(
+            Error::Entropy(format!(
                 "trajectory {i} (`{}` sample {}): {e}",
                 t.id, t.sample
             ))
@@ -390,7 +390,7 @@ pub fn analyze(trajs: &[Trajectory], cfg: &EntropyConfig) -> Result<EntropyRepor
         .flat_map(|(_, v)| v.iter().map(|t| t.entropy))
         .collect();
     let Some(thr) = threshold(&all, cfg.top) else {
-        return Err(AgentError::Analysis(
+        return Err(Error::Entropy(
             "no trajectory has per-token `entropies` (record them with --record-entropy)"
                 .to_string(),
         ));

@@ -1,0 +1,180 @@
+//! The records of a run directory that the report and the TensorBoard writer read: one
+//! [`EvalRow`] a line of `eval.jsonl`, and the [`TrajectoryStats`] inside it and inside every
+//! line of `metrics.jsonl`. The trainer (`rstar-agent`) writes them; they live here so that
+//! the reader needs nothing of the writer (`rstar_agent::train::EvalRow`,
+//! `rstar_agent::rollout::TrajectoryStats` and `rstar_agent::eval::PassAtK` are these types).
+//!
+//! ```
+//! use rstar_analysis::records::{EvalRow, TrajectoryStats};
+//!
+//! let line = r#"{"phase":"sft","rl_steps":0,"greedy":{"count":4,"accuracy":0.5,"response_len":90.0,"truncation_rate":0.0,"tool_calls":1.0,"tool_error_rate":0.25,"tool_error_rate_success":0.0,"answered":1.0},"sampled":null}"#;
+//! let row: EvalRow = serde_json::from_str(line).unwrap();
+//! assert_eq!(row.best(1.0), (None, 0.5));
+//! assert_eq!(TrajectoryStats::of(&[]), TrajectoryStats::default());
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::episode::Trajectory;
+
+/// Summary statistics of a set of trajectories (evaluation and RL metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct TrajectoryStats {
+    /// Trajectories summarised.
+    pub count: usize,
+    /// Mean reward (avg@k accuracy when rewards are 0/1).
+    pub accuracy: f64,
+    /// Mean response length in tokens (assistant and tool tokens).
+    pub response_len: f64,
+    /// Share of truncated trajectories.
+    pub truncation_rate: f64,
+    /// Tool calls per trajectory.
+    pub tool_calls: f64,
+    /// Share of tool calls that were errors (error, timeout, parse failure).
+    pub tool_error_rate: f64,
+    /// The same share over the calls of successful (reward > 0) trajectories only.
+    pub tool_error_rate_success: f64,
+    /// Share of trajectories with at least one answer tag closed.
+    pub answered: f64,
+}
+
+impl TrajectoryStats {
+    /// Summarises `trajectories` (rewards missing count as 0).
+    pub fn of(trajectories: &[Trajectory]) -> Self {
+        let n = trajectories.len();
+        if n == 0 {
+            return TrajectoryStats::default();
+        }
+        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let (mut reward, mut len, mut trunc, mut calls, mut errors) = (0.0, 0usize, 0, 0, 0);
+        let (mut ok_calls, mut ok_errors, mut answered) = (0, 0, 0);
+        for t in trajectories {
+            let r = f64::from(t.reward.unwrap_or(0.0));
+            reward += r;
+            len += t.response_ids.len();
+            trunc += usize::from(t.truncated);
+            calls += t.tool_calls.len();
+            errors += t.tool_errors();
+            if r > 0.0 {
+                ok_calls += t.tool_calls.len();
+                ok_errors += t.tool_errors();
+            }
+            answered += usize::from(t.answer.is_some());
+        }
+        TrajectoryStats {
+            count: n,
+            accuracy: reward / n as f64,
+            response_len: ratio(len, n),
+            truncation_rate: ratio(trunc, n),
+            tool_calls: ratio(calls, n),
+            tool_error_rate: ratio(errors, calls),
+            tool_error_rate_success: ratio(ok_errors, ok_calls),
+            answered: ratio(answered, n),
+        }
+    }
+}
+
+/// One pass@k value.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PassAtK {
+    /// k.
+    pub k: usize,
+    /// The mean over problems of the unbiased estimate.
+    pub value: f64,
+}
+
+/// Held-out evaluation of one policy (a line of `eval.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalRow {
+    /// `sft` or `stage <name>`.
+    pub phase: String,
+    /// RL steps done when evaluated.
+    pub rl_steps: u64,
+    /// Greedy decoding, one sample per problem.
+    pub greedy: TrajectoryStats,
+    /// The sampled evaluation's trajectory statistics at `eval.temperature`, when
+    /// `eval.samples > 0`.
+    pub sampled: Option<TrajectoryStats>,
+    /// avg@k of the sampled evaluation, computed by `rstar eval`'s code
+    /// (`rstar_agent::eval::EvalReport::from_trajectories`); absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avg_at_k: Option<f64>,
+    /// pass@k of the sampled evaluation for `k` = 1, 2, 4, … and `eval.samples`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_at_k: Vec<PassAtK>,
+    /// avg@k at each of `eval.more_temperatures`, when `eval.samples > 0`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<SampledAt>,
+}
+
+/// avg@k at one temperature.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SampledAt {
+    /// The sampling temperature.
+    pub temperature: f64,
+    /// The `eval.samples` samples of every problem.
+    pub stats: TrajectoryStats,
+}
+
+impl EvalRow {
+    /// Accuracy under greedy decoding and at every sampled temperature, in that order:
+    /// `(None, greedy)`, then `(Some(T), avg@k)`.
+    pub fn decodings(&self, eval_temperature: f64) -> Vec<(Option<f64>, f64)> {
+        let mut out = vec![(None, self.greedy.accuracy)];
+        out.extend(
+            self.sampled
+                .map(|s| (Some(eval_temperature), self.avg_at_k.unwrap_or(s.accuracy))),
+        );
+        out.extend(
+            self.more
+                .iter()
+                .map(|m| (Some(m.temperature), m.stats.accuracy)),
+        );
+        out
+    }
+
+    /// The best of [`EvalRow::decodings`] (the first on ties): the decoding and its accuracy.
+    pub fn best(&self, eval_temperature: f64) -> (Option<f64>, f64) {
+        self.decodings(eval_temperature)
+            .into_iter()
+            .fold((None, f64::NEG_INFINITY), |best, d| {
+                if d.1 > best.1 { d } else { best }
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_nothing_are_zero() {
+        assert_eq!(TrajectoryStats::of(&[]), TrajectoryStats::default());
+    }
+
+    #[test]
+    fn the_best_decoding_is_the_first_of_equals() {
+        let stats = |accuracy| TrajectoryStats {
+            count: 4,
+            accuracy,
+            ..TrajectoryStats::default()
+        };
+        let row = EvalRow {
+            phase: "sft".into(),
+            rl_steps: 0,
+            greedy: stats(0.5),
+            sampled: Some(stats(0.25)),
+            avg_at_k: Some(0.75),
+            pass_at_k: Vec::new(),
+            more: vec![SampledAt {
+                temperature: 0.6,
+                stats: stats(0.75),
+            }],
+        };
+        assert_eq!(
+            row.decodings(1.0),
+            [(None, 0.5), (Some(1.0), 0.75), (Some(0.6), 0.75)]
+        );
+        assert_eq!(row.best(1.0), (Some(1.0), 0.75));
+    }
+}
