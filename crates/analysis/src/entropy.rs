@@ -51,8 +51,8 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
-use crate::episode::{Role, Trajectory};
-use crate::template::TemplateFormat;
+use rstar_episode::episode::{Role, Trajectory};
+use rstar_episode::template::TemplateFormat;
 
 /// Options of the analysis.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

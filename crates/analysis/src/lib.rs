@@ -53,12 +53,9 @@ pub mod tensorboard;
 
 use std::path::Path;
 
-// The agent format, under the names the rest of the workspace uses for it.
-use rstar_episode::{episode, template, toolcall};
-
 pub use error::Error;
 
-use crate::episode::Trajectory;
+use rstar_episode::episode::Trajectory;
 
 /// Parses trajectory JSONL text (blank lines skipped) and checks each record with
 /// [`Trajectory::validate`]. Errors are [`Error::Line`] with the 1-based line of `path`;

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use crate::Error;
 use crate::entropy::{Group, token_views};
-use crate::episode::{Role, Trajectory};
+use rstar_episode::episode::{Role, Trajectory};
 
 const WIDTH: f64 = 1000.0;
 const HEIGHT: f64 = 340.0;
@@ -767,8 +767,8 @@ mod tests {
 
     #[test]
     fn a_trajectory_without_entropies_cannot_be_plotted() {
-        use crate::episode::{ByteTokenizer, Episode, Limits};
-        use crate::template::Template;
+        use rstar_episode::episode::{ByteTokenizer, Episode, Limits};
+        use rstar_episode::template::Template;
         let tok = ByteTokenizer;
         let mut ep = Episode::new(&tok, &Template::compact(), Limits::compact(), "q");
         ep.push_assistant_text("<answer>1</answer>").unwrap();

@@ -79,7 +79,7 @@ fn at(v: &Value, path: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// How a run's step timings relate, from its `rl.rollout_driver` (see `rstar_agent::train::rl`).
+/// How a run's step timings relate, from its `rl.rollout_driver` (see `rstar_train::rl`).
 ///
 /// Every `metrics.jsonl` line records `time_rollout`, `time_tools`, `time_update` and
 /// `time_step` (the whole step, 0 in files written before it was recorded). With the lock-step

@@ -1,8 +1,8 @@
 //! The records of a run directory that the report and the TensorBoard writer read: one
 //! [`EvalRow`] a line of `eval.jsonl`, and the [`TrajectoryStats`] inside it and inside every
 //! line of `metrics.jsonl`. The trainer (`rstar-agent`) writes them; they live here so that
-//! the reader needs nothing of the writer (`rstar_agent::train::EvalRow`,
-//! `rstar_agent::rollout::TrajectoryStats` and `rstar_agent::eval::PassAtK` are these types).
+//! the reader needs nothing of the writer (`rstar_train::EvalRow`,
+//! `rstar_rollout::TrajectoryStats` and `rstar_rollout::eval::PassAtK` are these types).
 //!
 //! ```
 //! use rstar_analysis::records::{EvalRow, TrajectoryStats};
@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::episode::Trajectory;
+use rstar_episode::episode::Trajectory;
 
 /// Summary statistics of a set of trajectories (evaluation and RL metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -96,7 +96,7 @@ pub struct EvalRow {
     /// `eval.samples > 0`.
     pub sampled: Option<TrajectoryStats>,
     /// avg@k of the sampled evaluation, computed by `rstar eval`'s code
-    /// (`rstar_agent::eval::EvalReport::from_trajectories`); absent in older files.
+    /// (`rstar_rollout::eval::EvalReport::from_trajectories`); absent in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avg_at_k: Option<f64>,
     /// pass@k of the sampled evaluation for `k` = 1, 2, 4, … and `eval.samples`.

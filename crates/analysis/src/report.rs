@@ -22,11 +22,11 @@ use serde_json::Value;
 
 use crate::Error;
 use crate::entropy::call_spans;
-use crate::episode::{Role, Trajectory};
 use crate::plot::{LineChart, Series, line_chart_svg};
 use crate::plots::StepTiming;
 use crate::records::EvalRow;
-use crate::template::TemplateFormat;
+use rstar_episode::episode::{Role, Trajectory};
+use rstar_episode::template::TemplateFormat;
 
 /// Trajectories of a run shown at most (the rest are counted).
 pub const MAX_TRAJECTORIES: usize = 200;
@@ -720,8 +720,8 @@ fn entropy_html(texts: &[String], entropies: &[f32], max: f32) -> String {
     out
 }
 
-fn kind_name(k: crate::toolcall::OutcomeKind) -> &'static str {
-    use crate::toolcall::OutcomeKind;
+fn kind_name(k: rstar_episode::toolcall::OutcomeKind) -> &'static str {
+    use rstar_episode::toolcall::OutcomeKind;
     match k {
         OutcomeKind::Output => "output",
         OutcomeKind::NoOutput => "no output",
@@ -854,7 +854,7 @@ fn trajectory(s: &mut String, t: &Trajectory, id: &str) {
             }
         }
     }
-    if t.stop == crate::episode::StopReason::ToolResponseTooLong {
+    if t.stop == rstar_episode::episode::StopReason::ToolResponseTooLong {
         s.push_str("<p class=\"call err\">The last tool response did not fit in the token budget and is not in the response.</p>\n");
     }
     s.push_str("</details>\n");

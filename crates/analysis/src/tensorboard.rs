@@ -32,7 +32,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::Error;
-use crate::episode::{Role, Trajectory};
+use rstar_episode::episode::{Role, Trajectory};
 
 /// The file name suffix of the event files we write (what [`RunLog::start`] removes).
 pub const SUFFIX: &str = ".rstar";

@@ -10,7 +10,6 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use rstar_policy::{Sampling, Tokenizer};
@@ -23,11 +22,9 @@ use rstar_agent::eval::{
     EvalOptions, EvalProtocol, EvalSummaryFile, run_eval_with_progress, write_outputs,
 };
 use rstar_agent::remote::{RemoteEngine, RemoteEngineConfig};
-use rstar_agent::scheduled::{
-    AsyncTools, PoolTools, Progress, ProgressFn, ScheduleConfig, ServerTools,
-};
+use rstar_agent::rollout::tools::{RunTools, ToolOptions};
+use rstar_agent::scheduled::{Progress, ProgressFn, ScheduleConfig};
 use rstar_agent::template::{Template, TemplateFormat};
-use rstar_agent::train::{ToolOptions, start_pool};
 
 /// Arguments of `rstar eval`.
 #[derive(Debug, clap::Args)]
@@ -273,26 +270,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--tool-timeout must be a positive number of seconds (got {})",
         args.tool_timeout
     );
-    // The in-process sandbox unless servers are given (kept alive for the whole run).
-    let (tools, _pool): (Arc<dyn AsyncTools>, _) = if args.tools.is_empty() {
-        let pool = start_pool(&ToolOptions {
-            python: args.python.clone(),
-            // `0` is the pool's "one per CPU".
-            workers: args.workers.unwrap_or(0),
-            timeout_secs: args.tool_timeout,
-            servers: Vec::new(),
-        })
-        .context("starting the tool sandbox (set --python or RSTAR_PYTHON)")?;
-        let tools: Arc<dyn AsyncTools> = Arc::new(PoolTools {
-            pool: pool.pool().clone(),
-            timeout: Some(Duration::from_secs_f64(args.tool_timeout)),
-        });
-        (tools, Some(pool))
+    // The in-process sandbox unless servers are given (kept alive for the whole run): the
+    // trainer's own choice of tools.
+    let run_tools = RunTools::start(&ToolOptions {
+        python: args.python.clone(),
+        // `0` is the pool's "one per CPU".
+        workers: args.workers.unwrap_or(0),
+        timeout_secs: args.tool_timeout,
+        servers: args.tools.clone(),
+    })
+    .context(if args.tools.is_empty() {
+        "starting the tool sandbox (set --python or RSTAR_PYTHON)"
     } else {
-        let tools: Arc<dyn AsyncTools> =
-            Arc::new(ServerTools::connect(&args.tools).context("--tools")?);
-        (tools, None)
-    };
+        "--tools"
+    })?;
+    let tools = run_tools.async_tools();
     let eval_options = EvalOptions {
         samples,
         schedule: ScheduleConfig {

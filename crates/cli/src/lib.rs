@@ -9,6 +9,13 @@
 //! (`--backend flex|wgpu|cuda` on `train`, `eval` and `serve`; features `flex` (default),
 //! `wgpu`, `cuda`). It is **not** a library to build on: use `rstar-agent` and the crates under
 //! it. The `rstar` binary is `src/main.rs`, a one-line shell over [`main`].
+//!
+//! # Crate features
+//! - `flex` (default): Burn's pure-Rust CPU backend.
+//! - `wgpu`, `cuda`, `tch`: the GPU backends (`tch` is LibTorch and needs one; not built in CI).
+//! - `fusion`, `autotune`: CubeCL kernel fusion and persisted autotuning for `wgpu`/`cuda`.
+//!
+//! Each forwards to `rstar-agent`, and through it to `rstar-policy`.
 
 use std::process::ExitCode;
 

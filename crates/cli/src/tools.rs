@@ -31,7 +31,8 @@ pub enum ToolsCommand {
     /// missing, and try a few escapes to prove it.
     Doctor(PoolArgs),
     /// Serve the pool over HTTP, speaking the code-judge (`/run`, `/run/batch`,
-    /// `/run/long-batch`) and SandboxFusion (`/run_code`) protocols.
+    /// `/run/long-batch`) and SandboxFusion (`/run_code`) protocols, and scoring answers
+    /// (`/verify`, for `rstar train --verify remote`).
     Serve(super::tools_serve::ServeArgs),
 }
 

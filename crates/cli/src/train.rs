@@ -144,6 +144,11 @@ pub struct Args {
     /// `--resume`, to move a run to other servers).
     #[arg(long, value_name = "URL[,URL…]", value_delimiter = ',')]
     pub tools: Vec<String>,
+    /// Where finished rollouts are scored: `local` (the in-process verifier) or `remote` (the
+    /// `POST /verify` of the `--tools` servers, in batches beside the tool calls; the same
+    /// verifier, so the same scores) [default: local] (`rl.verify`).
+    #[arg(long, value_name = "local|remote")]
+    pub verify: Option<rstar_agent::train::VerifyAt>,
     /// Where to write TensorBoard event files [default: <out>/tb]; one directory per run
     /// (a resume replaces the event files this trainer wrote there).
     #[arg(long, value_name = "DIR")]
@@ -290,6 +295,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--data", args.data.is_some()),
         ("--rl-lr", args.rl_lr.is_some()),
         ("--rollout", args.rollout.is_some()),
+        ("--verify", args.verify.is_some()),
         ("--engines", args.engines.is_some()),
         ("--engine-kind", args.engine_kind.is_some()),
         ("--publish-dir", args.publish_dir.is_some()),
@@ -396,6 +402,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(driver) = args.rollout {
             config.rl.rollout_driver = driver;
+        }
+        if let Some(verify) = args.verify {
+            config.rl.verify = verify;
         }
         if let Some(engines) = &args.engines {
             if engines.urls().is_some() && args.rollout.is_none() {

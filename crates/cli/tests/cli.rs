@@ -8,10 +8,10 @@ mod cli {
     // The umbrella's test helpers, shared rather than copied: a served tiny model and its raw
     // HTTP client, the trainer's shrunk configs and tiny models.
     #[allow(dead_code)] // reason: this binary uses a few of the umbrella's serve helpers
-    #[path = "../../../rstar-agent/tests/serve/common.rs"]
+    #[path = "../../../serve/tests/serve/common.rs"]
     pub mod serve_common;
     #[allow(dead_code)] // reason: this binary uses a few of the umbrella's trainer helpers
-    #[path = "../../../rstar-agent/tests/train/common.rs"]
+    #[path = "../../../train/tests/train/common.rs"]
     pub mod train_common;
 
     mod analyze;
@@ -34,6 +34,7 @@ mod cli {
     mod train_report;
     mod train_scheduled;
     mod train_tensorboard;
+    mod train_verify;
     #[cfg(feature = "wgpu")]
     mod train_wgpu;
     mod verify;

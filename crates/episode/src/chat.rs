@@ -9,6 +9,9 @@
 //! byte-for-byte as `tokenizer.apply_chat_template` renders it) and returns the byte ranges
 //! of the assistant turns: their content, tool calls and closing `<|im_end|>`, not the
 //! `<|im_start|>assistant\n` header, the user, system and tool turns.
+//! [`ChatFormat::ChatMl`] and [`ChatFormat::Compact`] are the chat layouts of rstar's own
+//! prompt templates; `rstar serve` renders chat requests with them
+//! ([`ChatFormat::render_prompt`] adds the opening of the assistant's turn).
 //!
 //! Rows are read with [`Json`], which keeps the key order of objects, so tool schemas and
 //! tool-call arguments render in the order the file has them, as Python's `json.dumps` does.
@@ -29,6 +32,8 @@ use std::fmt::Write as _;
 use std::ops::Range;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::template::TemplateFormat;
 
 /// A JSON value that keeps the order of object keys (serde_json's `Value` sorts them).
 #[derive(Debug, Clone, PartialEq)]
@@ -529,7 +534,7 @@ pub struct RenderedChat {
     pub assistant: Vec<Range<usize>>,
 }
 
-/// A model family's chat template.
+/// A chat layout: a model family's chat template, or one of rstar's own prompt templates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ChatFormat {
     /// Qwen3's template (ChatML, the tool schemas in the system turn, Hermes `<tool_call>`
@@ -537,6 +542,16 @@ pub enum ChatFormat {
     /// `<think>` block on assistant turns after the last user query that have no reasoning
     /// of their own when they end the conversation).
     Qwen3,
+    /// The chat layout of [`TemplateFormat::ChatMl`](crate::template::TemplateFormat::ChatMl),
+    /// what `rstar serve` renders: Qwen3's layout with assistant turns as written (no `<think>`
+    /// block, `</think>` not split off) and tool-call names written as JSON strings, which is
+    /// Qwen2.5's layout less its default system turn.
+    ChatMl,
+    /// The chat layout of [`TemplateFormat::Compact`](crate::template::TemplateFormat::Compact):
+    /// a first system message as a first line, `Q:{user}\nA:`, the assistant's text,
+    /// `\nO:{tool}\nA:`, later system messages as lines of their own. Assistant `tool_calls`
+    /// are not written (the compact template's calls are `<c>…</c>` in the text).
+    Compact,
 }
 
 impl ChatFormat {
@@ -555,14 +570,25 @@ impl ChatFormat {
             .then_some(ChatFormat::Qwen3)
     }
 
-    /// The format's name (`qwen3`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChatFormat::Qwen3 => "qwen3",
+    /// The chat layout of a prompt template.
+    pub fn of_template(format: TemplateFormat) -> ChatFormat {
+        match format {
+            TemplateFormat::ChatMl => ChatFormat::ChatMl,
+            TemplateFormat::Compact => ChatFormat::Compact,
         }
     }
 
-    /// The format of a name (`qwen3`).
+    /// The format's name (`qwen3`, `chatml`, `compact`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChatFormat::Qwen3 => "qwen3",
+            ChatFormat::ChatMl => "chatml",
+            ChatFormat::Compact => "compact",
+        }
+    }
+
+    /// The model chat template of a name (`qwen3`), as `--chat-format` names one; rstar's own
+    /// layouts are chosen by their [`TemplateFormat`] ([`ChatFormat::of_template`]).
     pub fn from_name(name: &str) -> Option<ChatFormat> {
         (name == "qwen3").then_some(ChatFormat::Qwen3)
     }
@@ -571,7 +597,31 @@ impl ChatFormat {
     /// `tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)` does.
     pub fn render(self, conv: &Conversation) -> RenderedChat {
         match self {
-            ChatFormat::Qwen3 => render_qwen3(conv),
+            ChatFormat::Qwen3 => render_chatml(conv, true),
+            ChatFormat::ChatMl => render_chatml(conv, false),
+            ChatFormat::Compact => render_compact(conv).0,
+        }
+    }
+
+    /// Renders a conversation and then the opening of the assistant's next turn, as
+    /// `apply_chat_template(…, add_generation_prompt=True)` does: `<|im_start|>assistant\n` in
+    /// the ChatML layouts, `\nA:` in the compact one unless the text already ends there (after
+    /// a user or tool message).
+    pub fn render_prompt(self, conv: &Conversation) -> String {
+        match self {
+            ChatFormat::Qwen3 | ChatFormat::ChatMl => {
+                let mut text = self.render(conv).text;
+                text.push_str("<|im_start|>assistant\n");
+                text
+            }
+            ChatFormat::Compact => {
+                let (rendered, open) = render_compact(conv);
+                let mut text = rendered.text;
+                if !open {
+                    text.push_str("\nA:");
+                }
+                text
+            }
         }
     }
 }
@@ -579,7 +629,9 @@ impl ChatFormat {
 const TOOLS_INTRO: &str = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>";
 const TOOLS_OUTRO: &str = "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
 
-fn render_qwen3(conv: &Conversation) -> RenderedChat {
+/// Qwen3's layout (`qwen3`), or the same without its `<think>` handling and with tool-call
+/// names written as JSON strings ([`ChatFormat::ChatMl`]).
+fn render_chatml(conv: &Conversation, qwen3: bool) -> RenderedChat {
     let msgs = &conv.messages;
     let mut text = String::new();
     let mut assistant = Vec::new();
@@ -626,6 +678,7 @@ fn render_qwen3(conv: &Conversation) -> RenderedChat {
             }
             ChatRole::Assistant => {
                 let (reasoning, content) = match &m.reasoning_content {
+                    _ if !qwen3 => (String::new(), m.content.clone()),
                     Some(r) => (r.clone(), m.content.clone()),
                     // `content.split('</think>')`: the reasoning is before the first
                     // `</think>`, the content after the last.
@@ -646,7 +699,7 @@ fn render_qwen3(conv: &Conversation) -> RenderedChat {
                 };
                 text.push_str("<|im_start|>assistant\n");
                 let start = text.len();
-                if i > last_query && (last || !reasoning.is_empty()) {
+                if qwen3 && i > last_query && (last || !reasoning.is_empty()) {
                     let _ = write!(
                         text,
                         "<think>\n{}\n</think>\n\n{}",
@@ -660,10 +713,16 @@ fn render_qwen3(conv: &Conversation) -> RenderedChat {
                     if j > 0 || !content.is_empty() {
                         text.push('\n');
                     }
+                    // Qwen's templates write the name as it is; the ChatML layout as a JSON string.
+                    let name = if qwen3 {
+                        format!("\"{}\"", call.name)
+                    } else {
+                        serde_json::to_string(&call.name).expect("a string serialises")
+                    };
                     let _ = write!(
                         text,
-                        "<tool_call>\n{{\"name\": \"{}\", \"arguments\": {}}}\n</tool_call>",
-                        call.name, call.arguments
+                        "<tool_call>\n{{\"name\": {name}, \"arguments\": {}}}\n</tool_call>",
+                        call.arguments
                     );
                 }
                 text.push_str("<|im_end|>");
@@ -684,6 +743,54 @@ fn render_qwen3(conv: &Conversation) -> RenderedChat {
         }
     }
     RenderedChat { text, assistant }
+}
+
+/// The compact layout ([`ChatFormat::Compact`]), and whether the text ends where the assistant
+/// writes (`A:` after a user or tool message).
+fn render_compact(conv: &Conversation) -> (RenderedChat, bool) {
+    let msgs = &conv.messages;
+    let mut text = String::new();
+    let mut assistant = Vec::new();
+    let rest = match msgs.split_first() {
+        Some((first, rest)) if first.role == ChatRole::System => {
+            text.push_str(&first.content);
+            text.push('\n');
+            rest
+        }
+        _ => &msgs[..],
+    };
+    let mut open = false;
+    for m in rest {
+        match m.role {
+            ChatRole::User => {
+                if open {
+                    text.push('\n');
+                }
+                let _ = write!(text, "Q:{}\nA:", m.content);
+                open = true;
+            }
+            ChatRole::Assistant => {
+                if !open {
+                    text.push_str("A:");
+                }
+                let start = text.len();
+                text.push_str(&m.content);
+                if m.trained {
+                    assistant.push(start..text.len());
+                }
+                open = false;
+            }
+            ChatRole::Tool => {
+                let _ = write!(text, "\nO:{}\nA:", m.content);
+                open = true;
+            }
+            ChatRole::System => {
+                text.push_str(&m.content);
+                text.push('\n');
+            }
+        }
+    }
+    (RenderedChat { text, assistant }, open)
 }
 
 #[cfg(test)]
@@ -821,6 +928,47 @@ mod tests {
             "<think>\n\n</think>\n\nd<|im_end|>"
         );
         assert_eq!(ChatFormat::Qwen3.render(&row(r#", "weight": 1"#)), all);
+    }
+
+    #[test]
+    fn rstar_layouts_render_prompts_and_train_on_the_assistant_text() {
+        let c = conv(
+            r#"{"messages": [
+            {"role": "user", "content": "2*3?"},
+            {"role": "assistant", "content": "<c>print(2*3)</c>"},
+            {"role": "tool", "content": "6"},
+            {"role": "assistant", "content": "<think>x</think>6"}]}"#,
+        )
+        .unwrap();
+        let r = ChatFormat::Compact.render(&c);
+        assert_eq!(
+            r.text,
+            "Q:2*3?\nA:<c>print(2*3)</c>\nO:6\nA:<think>x</think>6"
+        );
+        let spans: Vec<&str> = r.assistant.iter().map(|s| &r.text[s.clone()]).collect();
+        assert_eq!(spans, ["<c>print(2*3)</c>", "<think>x</think>6"]);
+        assert_eq!(
+            ChatFormat::Compact.render_prompt(&c),
+            format!("{}\nA:", r.text)
+        );
+        // ChatML keeps the assistant's text as written; Qwen3 splits off its reasoning.
+        let chatml = ChatFormat::ChatMl.render_prompt(&c);
+        assert!(
+            chatml.ends_with(
+                "<|im_start|>assistant\n<think>x</think>6<|im_end|>\n<|im_start|>assistant\n"
+            ),
+            "{chatml}"
+        );
+        let qwen3 = ChatFormat::Qwen3.render_prompt(&c);
+        assert!(
+            qwen3.ends_with("<|im_start|>assistant\n<think>\nx\n</think>\n\n6<|im_end|>\n<|im_start|>assistant\n"),
+            "{qwen3}"
+        );
+        assert_eq!(ChatFormat::from_name("chatml"), None);
+        assert_eq!(
+            ChatFormat::of_template(TemplateFormat::Compact).as_str(),
+            "compact"
+        );
     }
 
     #[test]

@@ -599,6 +599,16 @@ impl<T: TextTokenizer> Episode<T> {
             .saturating_sub(self.response_ids.len())
     }
 
+    /// The assistant turns' text so far: once the episode is done, what
+    /// [`Episode::finish_scored`] hands its scorer (a driver that scores elsewhere sends it).
+    pub fn assistant_text(&self) -> String {
+        self.turns
+            .iter()
+            .filter(|t| t.role == Role::Assistant)
+            .map(|t| t.text.as_str())
+            .collect()
+    }
+
     /// The calls recorded so far (an executor of `jupyter_code` replays earlier cells from it).
     pub fn tool_calls(&self) -> &[ToolCallRecord] {
         &self.tool_calls

@@ -24,6 +24,9 @@
 //! ep.push_assistant_text("<answer>\\boxed{42}</answer>").unwrap();
 //! assert!(ep.finish().unwrap().response_text().ends_with("\\boxed{42}</answer>"));
 //! ```
+//!
+//! # Crate features
+//! None.
 #![warn(missing_docs)]
 
 pub mod chat;

@@ -250,7 +250,7 @@ impl Qwen {
     /// norms, the final norm), in visiting order. They sit near 1 where the matrices' entries
     /// are about 0.02–0.1, so an optimizer that steps every parameter by about its learning
     /// rate (Adam) moves them far more slowly relative to their size; trainers give them a
-    /// learning-rate group of their own (`rstar_agent::train::optim::rl_learning_rate`).
+    /// learning-rate group of their own (`rstar_train::optim::rl_learning_rate`).
     pub fn norm_gains(&self) -> Vec<Param<Tensor<1>>> {
         let mut gains = Vec::with_capacity(4 * self.layers.len() + 1);
         for layer in &self.layers {

@@ -1,67 +1,79 @@
-//! rStar2-Agent in Rust: the umbrella crate.
+//! rStar2-Agent in Rust: the facade.
 //!
-//! This crate composes the workspace's single-purpose crates into the whole
-//! recipe: an agent loop in which a policy writes Python, a sandbox runs it and
-//! a verifier scores the final answer, and a trainer that runs SFT and then
-//! staged GRPO-RoC. The `rstar` command-line interface is the `rstar-cli` crate.
+//! The recipe is a policy that writes Python, a sandbox that runs it, a verifier that scores
+//! the final answer, and a trainer that runs SFT and then staged GRPO-RoC. Each piece is a
+//! crate of its own, usable alone; this crate re-exports them under short names, behind
+//! features, so that one dependency gives the whole recipe or only the part a project needs:
 //!
-//! It is deliberately **not** the place for new algorithms: advantages and the
-//! loss live in `rstar-grpo`, down-sampling in `rstar-roc`, the sandbox in
-//! `rstar-toolenv`, and so on. Each of them is re-exported here under a short
-//! name (`rstar_agent::verifier`, `rstar_agent::roc`, …) as it lands.
+//! | name | crate | feature |
+//! |---|---|---|
+//! | [`episode`], [`template`], [`toolcall`], [`chat`] | `rstar-episode`: the agent format | always |
+//! | [`tasks`], [`dataset`] | `rstar-tasks`: the embedded task set, problem files | always |
+//! | [`verifier`] | `rstar-verifier`: math answer checking | always |
+//! | [`analysis`] | `rstar-analysis`: report, plots, TensorBoard, entropy | always |
+//! | `engine`, `remote`, `policy` | `rstar-engine` (local and remote engines), `rstar-policy` | `engine` |
+//! | `serve` | `rstar-serve`: the OpenAI-compatible server | `serve` |
+//! | `rollout`, `scheduled`, `eval`, `toolenv`, `toolserver`, `scheduler` | `rstar-rollout` and the sandbox, tool service, dispatcher | `rollout` |
+//! | `train`, `chat_sft`, `grpo`, `roc`, `curriculum` | `rstar-train` and the recipe's algorithms | `train` |
 //!
-//! The agent format is the `rstar-episode` crate, re-exported here (see `docs/episode.md`):
-//! [`template`] (the reference ChatML prompt and a compact one for character models),
-//! [`toolcall`] (Hermes tool-call parsing, [`toolcall::ToolOutcome`]), [`episode`] (the pure
-//! [`episode::Episode`] state machine and the serialisable [`episode::Trajectory`]). The
-//! problems are the `rstar-tasks` crate (see `docs/tasks.md`): [`tasks`] (the embedded task set
-//! and its SFT corpus) and [`dataset`] (problem files). Errors are [`AgentError`]. [`analysis`] reads trajectory
-//! files back: the token-entropy analysis of `rstar analyze entropy` (see
-//! `docs/analysis.md`) and its SVG plot.
+//! The `rstar` command line is the `rstar-cli` crate. Errors of every crate convert into
+//! [`AgentError`].
 //!
 //! ```
 //! assert!(!rstar_agent::VERSION.is_empty());
+//! let verdict = rstar_agent::verifier::verify("so the answer is \\boxed{42}", "42").unwrap();
+//! assert_eq!(verdict.reward, 1);
 //! ```
 //!
-//! The trainer is [`rollout`] (batched multi-turn rollouts of a policy with the sandboxed tool)
-//! and [`train`] (SFT, then staged GRPO-RoC; `rstar train`).
-//!
-//! Inference and evaluation: [`engine`] (the async [`engine::TurnGenerator`] trait and
-//! [`engine::LocalEngine`]), [`remote`] (the same over an OpenAI-compatible server), [`serve`]
-//! (that server for our own policy, `rstar serve`), [`scheduled`] (rollouts through
-//! `rstar-scheduler`'s dispatcher with asynchronous tool calls) and [`eval`] (avg@k, pass@k and tool
-//! statistics, `rstar eval`).
-//!
 //! # Crate features
-//! None by default: a library enables no backend; the binary (`rstar-cli`) picks one.
-//! - `flex`: Burn's pure-Rust CPU backend for the policy.
-//! - `wgpu`, `cuda`: GPU backends (forwarded to `rstar-policy`; `wgpu` is tested on Mesa's
-//!   lavapipe through `rstar-policy`, `cuda` is never built).
+//! - `train` (default): `rollout` plus the trainer, GRPO, RoC and the curriculum.
+//! - `serve` (default): `engine` plus the OpenAI-compatible server.
+//! - `rollout`: `engine` plus rollouts, evaluation, the sandbox, the tool service and the
+//!   dispatcher.
+//! - `engine`: the local and remote engines and the policy.
+//! - `flex`, `wgpu`, `cuda`, `tch`, `fusion`, `autotune`: the policy's backends and GPU options
+//!   (forwarded to `rstar-policy`; none by default: the binary picks one).
 #![warn(missing_docs)]
 
-pub mod chat_sft;
-pub mod engine;
 pub mod error;
-pub mod eval;
-pub mod remote;
-pub mod rollout;
-pub mod scheduled;
-pub mod serve;
-pub mod train;
-
-pub use rstar_episode::{episode, template, toolcall};
-pub use rstar_tasks::{dataset, tasks};
 
 pub use error::AgentError;
 pub use rstar_analysis as analysis;
-pub use rstar_curriculum as curriculum;
-pub use rstar_grpo as grpo;
-pub use rstar_policy as policy;
-pub use rstar_roc as roc;
-pub use rstar_scheduler as scheduler;
-pub use rstar_toolenv as toolenv;
-pub use rstar_toolserver as toolserver;
+pub use rstar_episode::{chat, episode, template, toolcall};
+pub use rstar_tasks::{dataset, tasks};
 pub use rstar_verifier as verifier;
+
+#[cfg(feature = "engine")]
+pub use rstar_engine as engine;
+#[cfg(feature = "engine")]
+pub use rstar_engine::remote;
+#[cfg(feature = "engine")]
+pub use rstar_policy as policy;
+
+#[cfg(feature = "serve")]
+pub use rstar_serve as serve;
+
+#[cfg(feature = "rollout")]
+pub use rstar_rollout as rollout;
+#[cfg(feature = "rollout")]
+pub use rstar_rollout::{eval, scheduled};
+#[cfg(feature = "rollout")]
+pub use rstar_scheduler as scheduler;
+#[cfg(feature = "rollout")]
+pub use rstar_toolenv as toolenv;
+#[cfg(feature = "rollout")]
+pub use rstar_toolserver as toolserver;
+
+#[cfg(feature = "train")]
+pub use rstar_curriculum as curriculum;
+#[cfg(feature = "train")]
+pub use rstar_grpo as grpo;
+#[cfg(feature = "train")]
+pub use rstar_roc as roc;
+#[cfg(feature = "train")]
+pub use rstar_train as train;
+#[cfg(feature = "train")]
+pub use rstar_train::chat_sft;
 
 /// The version of the `rstar-agent` crate and the `rstar` binary.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

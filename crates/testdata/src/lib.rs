@@ -8,7 +8,10 @@
 //! the same way: loudly, naming the path it looked for and how to fix it. It
 //! never skips a test silently.
 //!
-//! It is **not** a data loader: it returns paths; parsing belongs to the tests.
+//! It is **not** a data loader: it returns paths; parsing belongs to the tests. Beside the
+//! paths it holds the test doubles more than one crate's tests use: [`PairTokenizer`], a
+//! tokenizer whose token spans differ from byte spans, and [`scorer`], a boxed-answer scorer
+//! written out by hand (the episode and tasks tests).
 //!
 //! ```no_run
 //! let aime = rstar_testdata::dataset("aime24.jsonl");
@@ -18,6 +21,10 @@
 //! # Crate features
 //! None.
 #![warn(missing_docs)]
+
+mod episode;
+
+pub use episode::{PairTokenizer, last_boxed, scorer};
 
 use std::path::{Path, PathBuf};
 

@@ -411,6 +411,120 @@ pub struct RunJupyterResponse {
     pub files: BTreeMap<String, String>,
 }
 
+/// `POST /verify`: answers to score with `rstar-verifier`, as the trainer scores them in
+/// process (`rl.verify = "remote"` sends its finished rollouts here). An empty list is
+/// answered with an empty list.
+///
+/// ```
+/// use rstar_toolserver::api::{VerifyItem, VerifyRequest};
+/// use rstar_verifier::Mode;
+/// let body: VerifyRequest = serde_json::from_str(
+///     r#"{"items": [{"response": "so \\boxed{42}", "ground_truth": "42"},
+///                   {"response": "\\boxed{B}", "ground_truth": "B", "mode": "choice"}]}"#,
+/// ).unwrap();
+/// assert_eq!(body.items[0], VerifyItem::new("so \\boxed{42}", "42", Mode::Integer));
+/// assert_eq!(body.items[1].mode, Mode::Choice);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRequest {
+    /// The answers, answered in this order (at most the server's `max_batch`).
+    pub items: Vec<VerifyItem>,
+}
+
+/// One answer of a [`VerifyRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyItem {
+    /// The text scored: a response's assistant turns (its last `\boxed{}` is the answer).
+    pub response: String,
+    /// The ground truth.
+    pub ground_truth: String,
+    /// How the answer is compared: `integer` (the training reward; the default), `math` or
+    /// `choice` ([`rstar_verifier::Mode`]).
+    #[serde(default, deserialize_with = "mode_field")]
+    pub mode: rstar_verifier::Mode,
+}
+
+impl VerifyItem {
+    /// An answer to score in `mode`.
+    pub fn new(
+        response: impl Into<String>,
+        ground_truth: impl Into<String>,
+        mode: rstar_verifier::Mode,
+    ) -> Self {
+        Self {
+            response: response.into(),
+            ground_truth: ground_truth.into(),
+            mode,
+        }
+    }
+}
+
+/// A mode with an error that names the field and the modes there are.
+fn mode_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<rstar_verifier::Mode, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(|_| {
+        serde::de::Error::custom(format!(
+            "`mode`: `{s}` is not a mode (expected integer, math or choice)"
+        ))
+    })
+}
+
+/// `POST /verify`'s answer: one verdict per item, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyResponse {
+    /// The verdicts.
+    pub results: Vec<VerifyVerdict>,
+}
+
+/// The verdict on one answer: [`rstar_verifier::Verdict`]'s fields, or `error` when the ground
+/// truth cannot be scored in its mode (reward 0, as the trainer scores such a row).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyVerdict {
+    /// 1 when the answer is the ground truth, else 0.
+    pub reward: u8,
+    /// Why (`right`, `wrong`, `no_box`, …); absent with `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<rstar_verifier::Reason>,
+    /// The text of the last box, as written (trimmed); `null` without a box.
+    #[serde(default)]
+    pub extracted: Option<String>,
+    /// The extracted answer as an integer, when it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalized: Option<rstar_verifier::Integer>,
+    /// The math and choice modes' canonical form of the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical: Option<String>,
+    /// Why the ground truth cannot be scored (then `reward` is 0 and `reason` absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl VerifyVerdict {
+    /// The wire form of what [`rstar_verifier::Verifier::verify_mode`] returned.
+    pub fn of(result: Result<rstar_verifier::Verdict, rstar_verifier::Error>) -> Self {
+        match result {
+            Ok(v) => Self {
+                reward: v.reward,
+                reason: Some(v.reason),
+                extracted: v.extracted,
+                normalized: v.normalized,
+                canonical: v.canonical,
+                error: None,
+            },
+            Err(e) => Self {
+                reward: 0,
+                reason: None,
+                extracted: None,
+                normalized: None,
+                canonical: None,
+                error: Some(e.to_string()),
+            },
+        }
+    }
+}
+
 /// The body of every 4xx/5xx answer (FastAPI's shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {

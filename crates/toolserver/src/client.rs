@@ -18,12 +18,16 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::api::{
     BatchResult, BatchSubmission, ErrorBody, Reason, RunCodeRequest, RunCodeResponse, ServerStatus,
-    Submission, SubmissionResult,
+    Submission, SubmissionResult, VerifyItem, VerifyRequest, VerifyResponse, VerifyVerdict,
 };
 use crate::error::{Error, Result};
 
 /// The largest batch the client sends (the paper's send workers batch 64).
 pub const MAX_BATCH: usize = 64;
+
+/// The largest `/verify` request the client sends: scoring is cheap next to a tool call, and
+/// the server's default cap (`max_batch`) is 1024.
+pub const MAX_VERIFY_BATCH: usize = 1024;
 
 /// Builds a [`Client`]. `Default` delegates to [`ClientBuilder::new`].
 ///
@@ -37,6 +41,7 @@ pub const MAX_BATCH: usize = 64;
 /// | `backoff` | 0.5 s, doubled each retry (rStar's base) |
 /// | `status_interval` | 1 s between `/status` polls per endpoint |
 /// | `long_batch` | true: `/run/long-batch` (no queue limit), as rStar does |
+/// | `verify_batch_size` | 256 answers per `/verify` request (at most 1024) |
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     endpoints: Vec<String>,
@@ -49,6 +54,7 @@ pub struct ClientBuilder {
     backoff: Duration,
     status_interval: Duration,
     long_batch: bool,
+    verify_batch_size: usize,
 }
 
 impl Default for ClientBuilder {
@@ -71,6 +77,7 @@ impl ClientBuilder {
             backoff: Duration::from_millis(500),
             status_interval: Duration::from_secs(1),
             long_batch: true,
+            verify_batch_size: 256,
         }
     }
 
@@ -134,6 +141,12 @@ impl ClientBuilder {
         self
     }
 
+    /// Answers per `/verify` request of [`Client::verify`] (1 to [`MAX_VERIFY_BATCH`]).
+    pub fn verify_batch_size(mut self, n: usize) -> Self {
+        self.verify_batch_size = n;
+        self
+    }
+
     /// Checks the options and starts the batching task (needs a tokio runtime).
     pub fn build(self) -> Result<Client> {
         if self.endpoints.is_empty() {
@@ -145,6 +158,12 @@ impl ClientBuilder {
             return Err(Error::Config(format!(
                 "batch_size must be 1 to {MAX_BATCH}, got {}",
                 self.batch_size
+            )));
+        }
+        if !(1..=MAX_VERIFY_BATCH).contains(&self.verify_batch_size) {
+            return Err(Error::Config(format!(
+                "verify_batch_size must be 1 to {MAX_VERIFY_BATCH}, got {}",
+                self.verify_batch_size
             )));
         }
         if self.concurrency == 0 || self.batch_timeout.is_zero() {
@@ -186,6 +205,7 @@ impl ClientBuilder {
             shared,
             tx,
             batch_size: self.batch_size,
+            verify_batch_size: self.verify_batch_size,
         })
     }
 }
@@ -202,6 +222,7 @@ pub struct Client {
     shared: Arc<Shared>,
     tx: mpsc::UnboundedSender<Pending>,
     batch_size: usize,
+    verify_batch_size: usize,
 }
 
 type Pending = (Submission, oneshot::Sender<SubmissionResult>);
@@ -275,6 +296,33 @@ impl Client {
             }
         }
         out
+    }
+
+    /// Scores answers on the servers' `POST /verify` (the `rstar-verifier` crate there): in
+    /// requests of `verify_batch_size` answers, sent concurrently up to the concurrency limit
+    /// to the least loaded endpoints, each retried on transport errors and 5xx answers (on
+    /// another endpoint when one went down). One verdict per answer, in input order.
+    ///
+    /// # Errors
+    /// The first request that still failed after its retries, or that the server refused
+    /// (a 4xx: a bad mode, too many answers for its `max_batch`, a wrong token): an answer is
+    /// never scored by guessing.
+    pub async fn verify(&self, items: Vec<VerifyItem>) -> Result<Vec<VerifyVerdict>> {
+        let mut chunks = Vec::new();
+        let mut items = items.into_iter().peekable();
+        while items.peek().is_some() {
+            let chunk: Vec<VerifyItem> = items.by_ref().take(self.verify_batch_size).collect();
+            let shared = Arc::clone(&self.shared);
+            chunks.push(tokio::spawn(async move { shared.send_verify(chunk).await }));
+        }
+        let mut out = Vec::new();
+        for chunk in chunks {
+            let verdicts = chunk
+                .await
+                .map_err(|e| Error::Config(format!("a verify task failed: {e}")))??;
+            out.extend(verdicts);
+        }
+        Ok(out)
     }
 
     /// Sends one call to `/run` (no batching, same retries).
@@ -581,6 +629,42 @@ impl Shared {
                 Ok(r) if r.reason != Reason::QueueTimeout || last => return r,
                 Err(e) if !retryable(&e) || last => return failure(sub_id, &e),
                 _ => {}
+            }
+            tokio::time::sleep(self.delay(attempt)).await;
+            attempt += 1;
+        }
+    }
+
+    /// One `/verify` request, retried with exponential backoff on transport errors, 5xx
+    /// answers and answers of the wrong length.
+    async fn send_verify(self: &Arc<Self>, items: Vec<VerifyItem>) -> Result<Vec<VerifyVerdict>> {
+        let request = VerifyRequest { items };
+        let mut attempt = 0;
+        loop {
+            let ep = self.pick().await;
+            let res: Result<VerifyResponse> = match self.gate.acquire().await {
+                // One request counts as one call of the endpoint's load.
+                Ok(_permit) => self.post(ep, "/verify", &request, 1).await,
+                Err(_) => Err(Error::Config("the client is shut down".into())),
+            };
+            let res = res.and_then(|r| {
+                if r.results.len() == request.items.len() {
+                    Ok(r.results)
+                } else {
+                    Err(Error::Protocol {
+                        endpoint: self.endpoints[ep].url.clone(),
+                        message: format!(
+                            "sent {} answers to /verify, got {} verdicts",
+                            request.items.len(),
+                            r.results.len()
+                        ),
+                    })
+                }
+            });
+            match res {
+                Ok(verdicts) => return Ok(verdicts),
+                Err(e) if !retryable(&e) || attempt >= self.max_retries => return Err(e),
+                Err(e) => tracing::warn!(error = %e, attempt, "verify request failed; retrying"),
             }
             tokio::time::sleep(self.delay(attempt)).await;
             attempt += 1;

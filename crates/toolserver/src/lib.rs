@@ -15,11 +15,14 @@
 //! - SandboxFusion: `POST /run_code`, and `POST /run_jupyter` served by the
 //!   pool's stateful notebook tool (`jupyter_code`: each cell replays the
 //!   earlier ones, so state carries over).
+//! - answer verification, as the paper offloads it to its tool service: `POST /verify` scores
+//!   a batch of responses against their ground truths with `rstar-verifier` (integer, math
+//!   and choice modes), off the async executor ([`api::VerifyRequest`]).
 //!
 //! [`Client`] batches calls (up to 64 a request), bounds the requests in
 //! flight, retries `queue_timeout` results and transport errors with
 //! exponential backoff, and spreads calls over several endpoints by their
-//! reported queue length.
+//! reported queue length; [`Client::verify`] sends answers to `/verify` the same way.
 //!
 //! It deliberately does **not** start processes itself (only `rstar-toolenv`
 //! does), speak TLS (put a proxy in front, or keep it on a private network),
@@ -62,11 +65,11 @@
 pub mod api;
 mod client;
 mod error;
-pub mod http;
 mod server;
 
-pub use client::{Client, ClientBuilder, EndpointLoad, MAX_BATCH};
+pub use client::{Client, ClientBuilder, EndpointLoad, MAX_BATCH, MAX_VERIFY_BATCH};
 pub use error::{Error, Result};
-pub use server::{
-    DRAINING_MESSAGE, ServerBuilder, ServerConfig, ServerHandle, bearer_matches, router,
-};
+/// The hardened serving loop and the bearer check (the `rstar-http` crate, shared with `rstar serve`).
+pub use rstar_http as http;
+pub use rstar_http::bearer_matches;
+pub use server::{DRAINING_MESSAGE, ServerBuilder, ServerConfig, ServerHandle, router};

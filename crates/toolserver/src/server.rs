@@ -22,7 +22,7 @@ use crate::api::{
     BatchJudgeResult, BatchResult, BatchSubmission, CellRunResult, CommandRunResult,
     CommandRunStatus, ErrorBody, JudgeResult, MAX_STDOUT_ERROR_LENGTH, Reason, RunCodeRequest,
     RunCodeResponse, RunJupyterRequest, RunJupyterResponse, RunStatus, ServerStatus, Submission,
-    SubmissionResult, head_chars,
+    SubmissionResult, VerifyRequest, VerifyResponse, VerifyVerdict, head_chars,
 };
 use crate::error::{Error, Result};
 
@@ -46,7 +46,8 @@ pub struct ServerConfig {
     pub queue_timeout_s: f64,
     /// Largest request body in bytes (413 above).
     pub max_body_bytes: usize,
-    /// Most submissions in one batch request (422 above).
+    /// Most submissions in one batch request (422 above), and most items in one `/verify`
+    /// request (400 above).
     pub max_batch: usize,
     /// Times a call whose worker died is run again before it is answered
     /// `internal_error`.
@@ -559,25 +560,48 @@ impl IntoResponse for ApiError {
 /// was wrong: 400 for malformed JSON, 422 for a wrong shape, 413 when too big.
 struct JsonBody<T>(T);
 
+/// The body's bytes: 413 when too big, 408 when it comes too slowly.
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|e| {
+        if crate::http::is_body_timeout(&e) {
+            return ApiError(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("cannot read the request body: {}", e.body_text()),
+            );
+        }
+        let status = e.status();
+        let detail = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "request body is larger than the server's limit".to_string()
+        } else {
+            format!("cannot read the request body: {}", e.body_text())
+        };
+        ApiError(status, detail)
+    })
+}
+
+/// `/verify`'s body: as [`JsonBody`], but every bad body is a 400 (as `rstar verify serve`
+/// answers), its message naming the field (`` `mode`: `exact` is not a mode … ``).
+struct VerifyBody(VerifyRequest);
+
+impl<S: Send + Sync> FromRequest<S> for VerifyBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(req, state).await?;
+        serde_json::from_slice(&bytes).map(VerifyBody).map_err(|e| {
+            ApiError(
+                StatusCode::BAD_REQUEST,
+                format!("invalid /verify request: {e}"),
+            )
+        })
+    }
+}
+
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if crate::http::is_body_timeout(&e) {
-                return ApiError(
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!("cannot read the request body: {}", e.body_text()),
-                );
-            }
-            let status = e.status();
-            let detail = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "request body is larger than the server's limit".to_string()
-            } else {
-                format!("cannot read the request body: {}", e.body_text())
-            };
-            ApiError(status, detail)
-        })?;
+        let bytes = body_bytes(req, state).await?;
         serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
             use serde_json::error::Category;
             let (line, column) = (e.line(), e.column());
@@ -608,6 +632,7 @@ fn router_with(state: Arc<ServiceState>) -> Router {
         .route("/judge/long-batch", post(judge_long_batch))
         .route("/run_code", post(run_code))
         .route("/run_jupyter", post(run_jupyter))
+        .route("/verify", post(verify))
         .fallback(not_found)
         // Inside the guard: an unauthenticated request holds no part of the budget.
         .layer(middleware::from_fn_with_state(
@@ -629,7 +654,7 @@ async fn guard(
     let path = req.uri().path().to_string();
     if path != "/ping"
         && let Some(token) = &state.config.token
-        && !bearer_matches(&headers, token)
+        && !rstar_http::bearer_matches(&headers, token)
     {
         return ApiError(
             StatusCode::UNAUTHORIZED,
@@ -645,27 +670,6 @@ async fn guard(
     }
     let _in_flight = CountGuard::new(&state.in_flight, Some(&state.idle));
     next.run(req).await
-}
-
-/// Whether `headers` carry `Authorization: Bearer <token>`, compared in time that depends on
-/// the lengths only. The check of `rstar tools serve --token` and of `rstar serve --api-key`.
-pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
-    // The scheme name is case-insensitive (RFC 7235, section 2.1): `bearer`, `BEARER`.
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, credentials) = v.split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| credentials.trim_start_matches(' '))
-        })
-        .unwrap_or("");
-    constant_time_eq(given.as_bytes(), token.as_bytes())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn ping() -> axum::Json<&'static str> {
@@ -812,6 +816,53 @@ async fn batch(
         })?);
     }
     Ok(BatchResult { sub_id, results })
+}
+
+/// Scores every item with `rstar-verifier` (`Verifier::new()`, the trainer's in-process
+/// verifier), off the async executor: on a blocking thread, the items spread over rayon's pool.
+async fn verify(
+    State(state): State<Arc<ServiceState>>,
+    VerifyBody(request): VerifyBody,
+) -> Result<axum::Json<VerifyResponse>, ApiError> {
+    let items = request.items;
+    if items.len() > state.config.max_batch {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "items: {} items exceed the limit of {} a request (split them into several requests)",
+                items.len(),
+                state.config.max_batch
+            ),
+        ));
+    }
+    if items.is_empty() {
+        return Ok(axum::Json(VerifyResponse {
+            results: Vec::new(),
+        }));
+    }
+    let results = tokio::task::spawn_blocking(move || {
+        use rayon::prelude::*;
+        let verifier = rstar_verifier::Verifier::new();
+        items
+            .par_iter()
+            .with_min_len(16)
+            .map(|item| {
+                VerifyVerdict::of(verifier.verify_mode(
+                    item.mode,
+                    &item.response,
+                    &item.ground_truth,
+                ))
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|e| {
+        ApiError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the verification task failed: {e}"),
+        )
+    })?;
+    Ok(axum::Json(VerifyResponse { results }))
 }
 
 async fn run_code(
@@ -1138,12 +1189,5 @@ mod tests {
                 .error
                 .is_empty()
         );
-    }
-
-    #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"ab"));
     }
 }

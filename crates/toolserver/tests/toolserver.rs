@@ -10,4 +10,5 @@ mod toolserver {
     pub mod python_clients;
     pub mod sandbox_fusion;
     pub mod shutdown;
+    pub mod verify;
 }

@@ -10,7 +10,7 @@
 //!    disagreements counted by category;
 //! 5. the math mode: answers/s in one thread on every MATH-500 reference
 //!    answer in its equivalent styles and perturbed variants
-//!    (`tests/math_styles.rs`), against math-verify on the same cases, and
+//!    (`tests/verifier/math_styles.rs`), against math-verify on the same cases, and
 //!    the agreement on them by style.
 //!
 //! The peer parts need `RSTAR_PYTHON` (a Python with math-verify) and
@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use rstar_verifier::{Verifier, verify, verify_batch};
 
-#[path = "../tests/math_styles.rs"]
+#[path = "../tests/verifier/math_styles.rs"]
 #[allow(dead_code)] // reason: the bench uses the style generator, not the test functions
 mod math_styles;
 

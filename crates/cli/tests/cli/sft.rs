@@ -10,7 +10,7 @@ use super::serve_common::{http, post};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../rstar-agent/tests/data")
+        .join("../train/tests/data")
         .join(name)
 }
 

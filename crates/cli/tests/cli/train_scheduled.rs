@@ -54,7 +54,7 @@ fn scheduled_step(
         &mut optimizer,
         &Tokenizer::char(),
         &inputs,
-        &mut tools(),
+        &tools(),
         Some(async_tools),
     )
     .unwrap();

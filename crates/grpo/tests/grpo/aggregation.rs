@@ -6,7 +6,7 @@ use rstar_grpo::{
     agg_loss, entropy_from_logits, policy_loss,
 };
 
-use crate::common::{device, flat2, scalar, values};
+use super::common::{device, flat2, scalar, values};
 
 const B: usize = 4;
 const T: usize = 3;

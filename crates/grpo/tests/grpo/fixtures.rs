@@ -6,7 +6,7 @@ use rstar_grpo::{
 };
 use serde_json::Value;
 
-use crate::common::{device, scalar, t2, values};
+use super::common::{device, scalar, t2, values};
 
 const TOL: f64 = 1e-5;
 

@@ -13,7 +13,7 @@ use rstar_grpo::{
     entropy_from_logits, policy_loss,
 };
 
-use crate::common::{SplitMix, device, flat2, flat2_f64, scalar, values};
+use super::common::{SplitMix, device, flat2, flat2_f64, scalar, values};
 
 const B: usize = 3;
 const T: usize = 4;

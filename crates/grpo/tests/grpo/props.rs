@@ -7,7 +7,7 @@ use rstar_grpo::{
     group_advantages, policy_loss,
 };
 
-use crate::common::{device, flat2, scalar, values};
+use super::common::{device, flat2, scalar, values};
 
 const ESTIMATORS: [AdvantageEstimator; 3] = [
     AdvantageEstimator::Grpo,

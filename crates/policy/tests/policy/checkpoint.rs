@@ -1,8 +1,10 @@
 //! Checkpoint round trips and the loader's errors.
 
-use super::*;
+use super::common::*;
 use rstar_policy::checkpoint::write_safetensors;
 use rstar_policy::{Error, QwenConfig, WeightDtype, load_dir, save_dir};
+use rstar_policy::{Qwen, Tokenizer, load_model};
+use serde_json::Value;
 
 fn copy_fixture(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

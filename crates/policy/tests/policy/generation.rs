@@ -1,9 +1,10 @@
 //! Batched generation equals one-by-one generation; stops, EOS and budgets.
 
-use super::*;
+use super::common::*;
 use rstar_policy::{
     FinishReason, Generation, GenerationConfig, Request, Sampling, generate, generate_requests,
 };
+use rstar_policy::{Qwen, load_model};
 
 fn prompts() -> Vec<Vec<u32>> {
     let reference = reference("qwen3_tiny");

@@ -1,6 +1,6 @@
 //! The KV cache gives the same logits as a full forward pass.
 
-use super::*;
+use super::common::*;
 use rstar_policy::KvCache;
 
 #[test]

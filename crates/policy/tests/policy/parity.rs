@@ -1,6 +1,6 @@
 //! Parity with HF transformers on the tiny Qwen2/Qwen3 fixtures.
 
-use super::*;
+use super::common::*;
 use rstar_policy::{Architecture, GenerationConfig, generate, sequence_logprobs};
 
 fn check_logits(name: &str) {

@@ -1,6 +1,10 @@
 //! The HF tokenizer path reproduces the real Qwen3 tokenizer's reference ids.
 
-use super::*;
+use super::common::*;
+use std::sync::OnceLock;
+
+use rstar_policy::Tokenizer;
+use serde_json::Value;
 
 #[test]
 fn qwen3_tokenizer_matches_reference_ids() {

@@ -1,6 +1,8 @@
 //! Log-probs are differentiable: autodiff gradients agree with finite differences.
 
-use super::*;
+use super::common::*;
+use burn::tensor::{Device, Tensor, TensorData};
+use rstar_policy::Qwen;
 use rstar_policy::{QwenConfig, masked_nll, sequence_logprobs};
 
 fn loss_of(model: &Qwen, ids: &[Vec<u32>], mask: &[f32]) -> Tensor<1> {

@@ -1,9 +1,9 @@
 //! The same forward and greedy decoding on `wgpu` agree with `flex` (run on a
 //! CPU through Mesa's lavapipe by `cargo xtask test-wgpu`; needs `--features wgpu`).
 
-use super::*;
-use burn::tensor::DeviceKind;
-use rstar_policy::{GenerationConfig, generate};
+use super::common::*;
+use burn::tensor::{Device, DeviceKind};
+use rstar_policy::{GenerationConfig, generate, load_model};
 
 #[test]
 fn wgpu_agrees_with_flex() {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rstar_toolenv::{Outcome, ToolCall};
 
-use crate::common::{run_hostile, run_hostile_call, run_hostile_short};
+use super::common::{run_hostile, run_hostile_call, run_hostile_short};
 
 #[test]
 fn infinite_loop_times_out() {
@@ -271,7 +271,7 @@ fn unix_sockets_are_refused() {
 
 #[test]
 fn filling_the_disk_stops_at_the_scratch_size() {
-    let report = crate::common::pool().pool().report().expect("report");
+    let report = super::common::pool().pool().report().expect("report");
     let disk = report.layer("disk").expect("disk layer");
     if disk.state != rstar_toolenv::LayerState::Active {
         // The documented degraded mode: call directories on disk. Say so and
@@ -292,7 +292,7 @@ fn filling_the_disk_stops_at_the_scratch_size() {
 
 #[test]
 fn user_code_does_not_run_as_root() {
-    let report = crate::common::pool().pool().report().expect("report");
+    let report = super::common::pool().pool().report().expect("report");
     let privileges = report.layer("privileges").expect("privileges layer");
     let code = "import os\nprint(os.getuid(), os.geteuid(), os.getgid(), os.getgroups())\n\
                 try:\n    os.setuid(1)\n    print('SETUID')\nexcept PermissionError:\n    print('no setuid')";

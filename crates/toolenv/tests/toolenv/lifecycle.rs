@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rstar_toolenv::{BlockingPool, Error, Outcome, Pool, ToolCall};
 
-use crate::common::{assert_clean, builder};
+use super::common::{assert_clean, builder};
 
 #[test]
 fn a_worker_killed_by_its_call_is_replaced() {

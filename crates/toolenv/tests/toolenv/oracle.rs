@@ -3,7 +3,7 @@
 
 use rstar_toolenv::{Backend, BlockingPool, ToolCall};
 
-use crate::common::builder;
+use super::common::builder;
 
 #[test]
 fn spawn_and_zygote_backends_agree() {

@@ -3,7 +3,7 @@
 
 use rstar_toolenv::{Outcome, ResponseFormat, ToolCall};
 
-use crate::common::{exclusive, pool};
+use super::common::{exclusive, pool};
 
 fn run(call: ToolCall) -> rstar_toolenv::ToolResult {
     let _guard = exclusive();

@@ -1,0 +1,5 @@
+//! Integration tests of `rstar-episode`, one module per topic.
+
+mod episode {
+    mod state_machine;
+}

@@ -1,0 +1,9 @@
+//! Integration tests of `rstar-grpo`: verl fixtures, finite-difference gradients, invariants.
+
+mod grpo {
+    mod aggregation;
+    mod common;
+    mod fixtures;
+    mod gradients;
+    mod props;
+}

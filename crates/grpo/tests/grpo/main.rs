@@ -1,7 +1,0 @@
-//! Integration tests of `rstar-grpo`: verl fixtures, finite-difference gradients, invariants.
-
-mod aggregation;
-mod common;
-mod fixtures;
-mod gradients;
-mod props;

@@ -1,0 +1,342 @@
+//! Serving an axum router with bounds on what one client can hold: how many connections are
+//! open, how long a request head and body may take to arrive, and how many request bytes are
+//! being parsed at once. `axum::serve` bounds none of these, so a client that sends its
+//! headers and then one byte a minute holds a connection (and a file descriptor) for ever.
+//! Both servers of the project (`rstar tools serve`, `rstar serve`) serve through [`serve`], and
+//! check their bearer tokens with [`bearer_matches`].
+//!
+//! ```
+//! use axum::http::{HeaderMap, HeaderValue, header::AUTHORIZATION};
+//! let mut headers = HeaderMap::new();
+//! headers.insert(AUTHORIZATION, HeaderValue::from_static("bearer s3cret"));
+//! assert!(rstar_http::bearer_matches(&headers, "s3cret"));
+//! assert!(!rstar_http::bearer_matches(&headers, "s3cre"));
+//! ```
+//!
+//! | bound | default | on breach |
+//! |---|---|---|
+//! | open connections ([`ConnectionLimits::max_connections`]) | 4096, or half the soft limit on open files when lower | `503` with a JSON error, connection closed |
+//! | request head ([`ConnectionLimits::header_timeout`]), counted from the connection's start or the end of the previous response, so it is also the idle keep-alive timeout | 10 s | connection closed |
+//! | request body ([`ConnectionLimits::body_timeout`]), from the end of the head | 60 s | the body read fails: `408` where the handler reads it, connection closed |
+//! | request bytes being read and handled at once ([`BodyBudget`]) | the server's body limit plus 4 MiB | the request waits for its turn |
+//!
+//! # Crate features
+//! None. It serves through hyper and tokio, which it always needs.
+#![warn(missing_docs)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, HttpBody};
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use hyper::StatusCode;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// Per-connection bounds of [`serve`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConnectionLimits {
+    /// Connections open at once; one more is answered `503` and closed.
+    pub max_connections: usize,
+    /// How long a client may take to send a request head, counted from the connection's
+    /// start or the end of the previous response (so an idle keep-alive connection is closed
+    /// after it too).
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request body once its head has arrived.
+    pub body_timeout: Duration,
+}
+
+/// 4096 connections, or half the process's soft limit on open files when that is lower (so
+/// the cap is reached before `accept` fails for want of descriptors). The paper's tool
+/// service holds 45K calls in flight in about 700 batch requests: the cap must not be what
+/// bounds a trainer's own load.
+fn default_max_connections() -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .and_then(|v| v.parse::<usize>().ok())
+        });
+    match soft {
+        Some(n) => (n / 2).clamp(8, 4096),
+        None => 4096,
+    }
+}
+
+impl ConnectionLimits {
+    /// 4096 connections (fewer when the process may open fewer than 8192 files: half its
+    /// limit), 10 s for a head, 60 s for a body.
+    pub fn new() -> Self {
+        ConnectionLimits {
+            max_connections: default_max_connections(),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// A message naming the bad field, when a bound is zero.
+    ///
+    /// # Errors
+    /// The field and why, as text (each server wraps it in its own error type).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_connections == 0 {
+            return Err("max_connections must be at least 1".into());
+        }
+        if self.header_timeout.is_zero() {
+            return Err("header_timeout must be positive".into());
+        }
+        if self.body_timeout.is_zero() {
+            return Err("body_timeout must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The body of a request whose head has arrived: an error (`request body timed out`) once the
+/// deadline passes before the body has been read to its end.
+struct TimedBody {
+    inner: Body,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    limit: Duration,
+}
+
+impl HttpBody for TimedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            let secs = self.limit.as_secs_f64();
+            return Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(secs)))));
+        }
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The error a [`TimedBody`] fails with.
+#[derive(Debug)]
+struct BodyTimedOut(f64);
+
+impl std::fmt::Display for BodyTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the request body did not arrive within {} s (body_timeout)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BodyTimedOut {}
+
+/// Whether an extractor's failure to read the body came from [`TimedBody`]'s deadline.
+pub fn is_body_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        if e.is::<BodyTimedOut>() || e.to_string().contains("(body_timeout)") {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// A bound on the request bytes being read and handled at once, as an axum middleware
+/// ([`BodyBudget::layer`]): a request holds permits for its `Content-Length` (1 MiB when it
+/// has none) while its handler runs; requests larger than the whole budget take all of it.
+/// Large bodies then queue behind each other instead of being parsed together, and small
+/// requests keep the rest of the budget.
+#[derive(Debug, Clone)]
+pub struct BodyBudget {
+    permits: Arc<Semaphore>,
+    kib: u32,
+}
+
+impl BodyBudget {
+    /// A budget of `bytes` (rounded up to KiB).
+    pub fn new(bytes: usize) -> Self {
+        let kib = u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX >> 4);
+        BodyBudget {
+            permits: Arc::new(Semaphore::new(kib as usize)),
+            kib,
+        }
+    }
+
+    /// The permits (KiB) a request with this `Content-Length` holds.
+    fn cost(&self, length: Option<u64>) -> u32 {
+        let bytes = length.unwrap_or(1 << 20);
+        u32::try_from(bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.kib)
+    }
+
+    /// The middleware: `route.layer(axum::middleware::from_fn_with_state(budget, BodyBudget::layer))`.
+    pub async fn layer(State(budget): State<BodyBudget>, request: Request, next: Next) -> Response {
+        let length = request
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let cost = budget.cost(length);
+        let Ok(_permit) = budget.permits.acquire_many(cost).await else {
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        };
+        next.run(request).await
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, within `limits`; then stops
+/// accepting, lets every open connection finish its request and returns.
+///
+/// # Errors
+/// Never for one connection's failure (logged at debug); only the listener's own errors
+/// are returned, as `axum::serve` does.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let body_timeout = limits.body_timeout;
+    let app = app.layer(axum::middleware::from_fn(
+        move |request: Request, next: Next| async move {
+            let request = request.map(|inner| {
+                Body::new(TimedBody {
+                    inner,
+                    deadline: Box::pin(tokio::time::sleep(body_timeout)),
+                    limit: body_timeout,
+                })
+            });
+            next.run(request).await
+        },
+    ));
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                // Out of file descriptors, or a connection reset before it was accepted: the
+                // listener itself is fine, so wait a moment and go on (as axum::serve does).
+                Err(e) => {
+                    tracing::debug!("accept error: {e}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            tokio::spawn(refuse(stream, limits.max_connections));
+            continue;
+        };
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .keep_alive(true);
+        let service = TowerToHyperService::new(app.clone());
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, "connection: {e}");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Answers a connection over the cap with a `503` and closes it, after reading its request
+/// head (for at most a second), so that the client reads an answer to the request it sent.
+async fn refuse(mut stream: tokio::net::TcpStream, cap: usize) {
+    use tokio::io::AsyncReadExt;
+    let body = format!(
+        "{{\"error\":\"too many connections: this server accepts {cap} at once (max_connections); retry later\"}}"
+    );
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\nretry-after: 1\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 2048];
+        while head.len() < 16 << 10 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
+/// Whether `headers` carry `Authorization: Bearer <token>`, compared in time that depends on
+/// the lengths only. The check of `rstar tools serve --token` and of `rstar serve --api-key`.
+pub fn bearer_matches(headers: &axum::http::HeaderMap, token: &str) -> bool {
+    // The scheme name is case-insensitive (RFC 7235, section 2.1): `bearer`, `BEARER`.
+    let given = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, credentials) = v.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| credentials.trim_start_matches(' '))
+        })
+        .unwrap_or("");
+    constant_time_eq(given.as_bytes(), token.as_bytes())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

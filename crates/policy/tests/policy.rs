@@ -1,0 +1,13 @@
+//! Integration tests of `rstar-policy`, one module per topic.
+
+mod policy {
+    mod checkpoint;
+    mod common;
+    mod generation;
+    mod kv_cache;
+    mod parity;
+    mod tokenizer_hf;
+    mod training;
+    #[cfg(feature = "wgpu")]
+    mod wgpu;
+}

@@ -1,3 +1,0 @@
-//! Integration tests of `rstar-policy`, one module per topic.
-
-mod policy;

@@ -1,0 +1,6 @@
+//! Integration tests of `rstar-scheduler`, one module per topic.
+
+mod scheduler {
+    mod dispatcher;
+    mod sim;
+}

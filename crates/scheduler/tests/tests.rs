@@ -1,4 +1,0 @@
-//! Integration tests of `rstar-scheduler`, one module per topic.
-
-mod dispatcher;
-mod sim;

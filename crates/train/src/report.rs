@@ -1,0 +1,274 @@
+//! What a run produced ([`TrainReport`]) and its table, read back from the run's files.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::evaluation::decoding_name;
+use crate::{EvalRow, io_err, rl, sft};
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainReport {
+    /// The run directory.
+    pub out: PathBuf,
+    /// Evaluations after SFT and after each stage.
+    pub evals: Vec<EvalRow>,
+    /// RL steps done.
+    pub rl_steps: u64,
+    /// SFT steps per second.
+    pub sft_steps_per_sec: f64,
+    /// Mean RL step time in seconds.
+    pub rl_step_secs: f64,
+    /// Mean rollout throughput over RL steps (sampled tokens per second of generation).
+    pub rollout_tokens_per_sec: f64,
+    /// Seconds this invocation took (a resumed run counts from the resume).
+    pub total_secs: f64,
+    /// Whether every stage is done (false when stopped early by [`RunOptions`]).
+    #[serde(default = "yes")]
+    pub finished: bool,
+    /// The sampling temperature of the avg@k evaluations (`eval.temperature`).
+    #[serde(default = "one")]
+    pub eval_temperature: f64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl TrainReport {
+    /// The final table, one row after SFT and after each stage: held-out accuracy under
+    /// greedy decoding and avg@k at every evaluated temperature (`eval.more_temperatures`,
+    /// then `eval.temperature`, the rollouts'), the best of these, then the tool columns
+    /// (calls per trace, tool error rate, the same in successful traces, truncation) of the
+    /// avg@k at `eval.temperature`, or of the greedy evaluation when `eval.samples` is 0.
+    /// A last line states the SFT policy's best decoding next to the final policy's and the
+    /// gain between them, the headline: RL must beat SFT at its best, not at one temperature.
+    pub fn table(&self) -> String {
+        let k = self
+            .evals
+            .iter()
+            .find_map(|e| e.sampled.map(|s| s.count / e.greedy.count.max(1)))
+            .map_or_else(|| "k".to_string(), |k| k.to_string());
+        // The extra temperatures ascending, then the rollouts'.
+        let mut temps: Vec<f64> = Vec::new();
+        for m in self.evals.iter().flat_map(|e| &e.more) {
+            if !temps.contains(&m.temperature) && m.temperature != self.eval_temperature {
+                temps.push(m.temperature);
+            }
+        }
+        temps.sort_by(f64::total_cmp);
+        temps.push(self.eval_temperature);
+        let mut s = String::from("| phase | RL steps | greedy |");
+        for t in &temps {
+            s.push_str(&format!(" avg@{k} (T = {t}) |"));
+        }
+        s.push_str(" best | tool calls | tool error rate | in successes | truncated |\n|");
+        s.push_str(&"---|".repeat(temps.len() + 8));
+        s.push('\n');
+        let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+        for e in &self.evals {
+            let t = e.sampled.as_ref().unwrap_or(&e.greedy);
+            s.push_str(&format!(
+                "| {} | {} | {} |",
+                e.phase,
+                e.rl_steps,
+                pct(e.greedy.accuracy)
+            ));
+            for &temp in &temps {
+                let at = e
+                    .decodings(self.eval_temperature)
+                    .into_iter()
+                    .find(|d| d.0 == Some(temp))
+                    .map(|d| d.1);
+                s.push_str(&format!(" {} |", at.map_or_else(|| "-".to_string(), pct)));
+            }
+            let (best_at, best) = e.best(self.eval_temperature);
+            s.push_str(&format!(
+                " {} ({}) | {:.2} | {} | {} | {} |\n",
+                pct(best),
+                decoding_name(best_at),
+                t.tool_calls,
+                pct(t.tool_error_rate),
+                pct(t.tool_error_rate_success),
+                pct(t.truncation_rate)
+            ));
+        }
+        if let (Some(first), Some(last)) = (self.evals.first(), self.evals.last())
+            && self.evals.len() > 1
+        {
+            let (a_at, a) = first.best(self.eval_temperature);
+            let (b_at, b) = last.best(self.eval_temperature);
+            s.push_str(&format!(
+                "\nbest decoding: {} {} ({}), {} {} ({}): {:+.1} points\n",
+                first.phase,
+                pct(a),
+                decoding_name(a_at),
+                last.phase,
+                pct(b),
+                decoding_name(b_at),
+                100.0 * (b - a)
+            ));
+        }
+        s
+    }
+}
+
+/// Reads the run's JSONL files back into a report.
+pub(crate) fn report_from_files(
+    out: &Path,
+    started: Instant,
+    finished: bool,
+    eval_temperature: f64,
+) -> Result<TrainReport, Error> {
+    fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, Error> {
+        if !path.exists() {
+            return Ok(Vec::new());
+        }
+        let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                serde_json::from_str(l).map_err(|e| Error::Dataset {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message: e.to_string(),
+                })
+            })
+            .collect()
+    }
+    let evals: Vec<EvalRow> = read(&out.join("eval.jsonl"))?;
+    let sft: Vec<sft::SftStep> = read(&out.join("sft_metrics.jsonl"))?;
+    let steps: Vec<rl::StepRecord> = read(&out.join("metrics.jsonl"))?;
+    let mean = |v: &mut dyn Iterator<Item = f64>| {
+        let (sum, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+        if n == 0 { 0.0 } else { sum / n as f64 }
+    };
+    let sft_secs: f64 = sft.iter().map(|s| s.secs).sum();
+    Ok(TrainReport {
+        out: out.to_path_buf(),
+        evals,
+        rl_steps: steps.len() as u64,
+        sft_steps_per_sec: if sft_secs > 0.0 {
+            sft.len() as f64 / sft_secs
+        } else {
+            0.0
+        },
+        rl_step_secs: mean(&mut steps.iter().map(|s| s.time_step)),
+        rollout_tokens_per_sec: mean(&mut steps.iter().map(|s| s.rollout_tokens_per_sec)),
+        total_secs: started.elapsed().as_secs_f64(),
+        finished,
+        eval_temperature,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SampledAt;
+    use rstar_rollout::TrajectoryStats;
+
+    fn stats(count: usize, accuracy: f64, errors: f64, in_successes: f64) -> TrajectoryStats {
+        TrajectoryStats {
+            count,
+            accuracy,
+            tool_calls: 1.5,
+            tool_error_rate: errors,
+            tool_error_rate_success: in_successes,
+            ..TrajectoryStats::default()
+        }
+    }
+
+    fn row(phase: &str, greedy: f64, sampled: Option<f64>, at_06: Option<f64>) -> EvalRow {
+        EvalRow {
+            phase: phase.into(),
+            rl_steps: 0,
+            greedy: stats(100, greedy, 0.0, 0.0),
+            sampled: sampled.map(|a| stats(400, a, 0.222, 0.089)),
+            avg_at_k: sampled,
+            pass_at_k: Vec::new(),
+            more: at_06
+                .map(|a| SampledAt {
+                    temperature: 0.6,
+                    stats: stats(400, a, 0.1, 0.0),
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    fn report(evals: Vec<EvalRow>) -> TrainReport {
+        TrainReport {
+            out: PathBuf::from("runs/x"),
+            evals,
+            rl_steps: 0,
+            sft_steps_per_sec: 0.0,
+            rl_step_secs: 0.0,
+            rollout_tokens_per_sec: 0.0,
+            total_secs: 0.0,
+            finished: true,
+            eval_temperature: 0.8,
+        }
+    }
+
+    #[test]
+    fn the_table_shows_every_decoding_and_the_gain_over_the_sft_best() {
+        // 400 sampled traces of 100 problems: avg@4; the tool columns are those at T = 0.8.
+        let mut last = row("stage hard", 0.9, Some(0.85), Some(0.93));
+        last.rl_steps = 32;
+        let table = report(vec![row("sft", 0.51, Some(0.4), Some(0.55)), last]).table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| phase | RL steps | greedy | avg@4 (T = 0.6) | avg@4 (T = 0.8) | best | tool calls | tool error rate | in successes | truncated |"
+        );
+        assert_eq!(lines[1], "|---|---|---|---|---|---|---|---|---|---|");
+        assert_eq!(
+            lines[2],
+            "| sft | 0 | 51.0% | 55.0% | 40.0% | 55.0% (T = 0.6) | 1.50 | 22.2% | 8.9% | 0.0% |"
+        );
+        assert_eq!(
+            lines[3],
+            "| stage hard | 32 | 90.0% | 93.0% | 85.0% | 93.0% (T = 0.6) | 1.50 | 22.2% | 8.9% | 0.0% |"
+        );
+        assert_eq!(
+            lines[5],
+            "best decoding: sft 55.0% (T = 0.6), stage hard 93.0% (T = 0.6): +38.0 points"
+        );
+        // Greedy wins ties and when it is best.
+        let table = report(vec![
+            row("sft", 0.6, Some(0.4), Some(0.6)),
+            row("x", 0.5, Some(0.5), None),
+        ])
+        .table();
+        assert!(
+            table.contains("best decoding: sft 60.0% (greedy), x 50.0% (greedy): -10.0 points"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| x | 0 | 50.0% | - | 50.0% | 50.0% (greedy) |"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn without_samples_the_table_shows_greedy_tool_errors() {
+        let table = report(vec![row("sft", 0.99, None, None)]).table();
+        assert!(
+            table.starts_with("| phase | RL steps | greedy | avg@k (T = 0.8) | best |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| sft | 0 | 99.0% | - | 99.0% (greedy) | 1.50 | 0.0% | 0.0% | 0.0% |"),
+            "{table}"
+        );
+        assert!(!table.contains("best decoding"), "{table}");
+    }
+}

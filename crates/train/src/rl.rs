@@ -1,0 +1,988 @@
+//! One GRPO-RoC step: sample prompts, roll out `2G` each (temperature from the stage), verify,
+//! reject equal-reward groups, down-sample with RoC to `G` (or, with `roc` off, roll out `G` and
+//! keep them), GRPO advantages, old log-probs recomputed before the update, the clipped loss with
+//! tool tokens masked, optimizer updates.
+//!
+//! The rollout goes through one of two drivers (`rl.rollout_driver`): the lock-step
+//! [`rollout`] (the default; bit-reproducible, what resume equality relies on) or the
+//! scheduled [`scheduled_rollout`] (`rl.engines` local engines holding copies of the current
+//! policy, tool calls on the same sandbox pool, per-turn seeds derived from the step's seed).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Tensor, TensorData};
+use rand::SeedableRng;
+use rand::seq::index::sample;
+use rand_chacha::ChaCha8Rng;
+use rstar_curriculum::Stage;
+use rstar_grpo::{GlobalBatch, GrpoConfig, PolicyLossInputs, group_advantages, policy_loss};
+use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_loss, sequence_target_logprobs};
+use rstar_roc::{TraceSummary, reject_equal_reward, select};
+use serde::{Deserialize, Serialize};
+
+use rstar_scheduler::{DispatchPolicy, KvRetention};
+
+use super::config::{RlOptions, RocOptions, RolloutDriver};
+use super::engines::{RemoteRollouts, logprob_gap, weight_version};
+pub use super::optim::{MICRO_BATCH_TOKENS, micro_batches};
+use super::optim::{clip_global_norm, pack, packed, rl_learning_rate, sequence_row};
+use crate::error::Error;
+use rstar_engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
+use rstar_episode::episode::{Limits, Trajectory};
+use rstar_episode::template::{Template, TemplateFormat};
+use rstar_episode::toolcall::OutcomeKind;
+use rstar_rollout::scheduled::{AsyncTools, ScheduleConfig, run_scheduled_blocking};
+use rstar_rollout::{
+    Prompt, RolloutConfig, RolloutOutput, TrajectoryStats, mix_seed, rollout, rollout_chunked,
+};
+
+/// The limits of a stage on top of the compact defaults.
+pub fn stage_limits(stage: &Stage) -> Limits {
+    stage_limits_for(TemplateFormat::Compact, stage)
+}
+
+/// The base limits of a template: [`Limits::compact`] for the character model's compact
+/// layout, [`Limits::rstar2_agent`] for ChatML.
+pub fn base_limits(template: TemplateFormat) -> Limits {
+    match template {
+        TemplateFormat::Compact => Limits::compact(),
+        TemplateFormat::ChatMl => Limits::rstar2_agent(),
+    }
+}
+
+/// The limits of a stage on top of the template's [`base_limits`].
+pub fn stage_limits_for(template: TemplateFormat, stage: &Stage) -> Limits {
+    Limits {
+        max_assistant_turns: stage.max_assistant_turns as usize,
+        max_response_tokens: stage.max_response_tokens as usize,
+        ..base_limits(template)
+    }
+}
+
+/// What RoC reads of a trajectory: the reward, calls by outcome, answer tags, turns.
+pub fn trace_summary(t: &Trajectory) -> TraceSummary {
+    let (mut ok, mut failed, mut timed_out, mut parse) = (0, 0, 0, 0);
+    for c in &t.tool_calls {
+        match c.outcome.kind {
+            OutcomeKind::Output | OutcomeKind::NoOutput => ok += 1,
+            OutcomeKind::Error => failed += 1,
+            OutcomeKind::Timeout => timed_out += 1,
+            OutcomeKind::ParseFailure => parse += 1,
+        }
+    }
+    let text = t.assistant_text();
+    let opens = text.matches("<answer>").count() as u32;
+    let closes = text.matches("</answer>").count() as u32;
+    TraceSummary::new(f64::from(t.reward.unwrap_or(0.0)))
+        .with_calls(ok, failed, timed_out, parse)
+        .with_answers(opens.min(closes), opens != closes)
+        .with_turns(t.assistant_turns() as u32)
+}
+
+/// One RL step's record: a line of `metrics.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// 1-based RL step of the run.
+    pub step: u64,
+    /// Curriculum stage index and name.
+    pub stage: usize,
+    /// The stage's name.
+    pub stage_name: String,
+    /// Whether RoC was on (`rl.roc.mode` not `off`).
+    pub roc: bool,
+    /// Prompts sampled.
+    pub prompts: usize,
+    /// Rollouts made (`2G` or `G` per prompt).
+    pub rollouts: usize,
+    /// Statistics of all rollouts: reward (accuracy), length, truncation, tool use.
+    pub all: TrajectoryStats,
+    /// Statistics of the trajectories kept for the update.
+    pub kept: TrajectoryStats,
+    /// Groups dropped because every reward in them was equal.
+    pub equal_reward_groups: usize,
+    /// RoC and equal-reward metrics, named as the reference names them.
+    pub roc_metrics: BTreeMap<String, f64>,
+    /// Fraction of tokens where the ratio was clipped (last mini-batch).
+    pub clip_frac: f32,
+    /// Mean `old_logp − logp` (verl's `ppo_kl`, last mini-batch).
+    pub ppo_kl: f32,
+    /// Mean per-token entropy of the policy on the kept assistant tokens.
+    pub entropy: f32,
+    /// The policy-gradient loss (mean over mini-batches).
+    pub pg_loss: f32,
+    /// Global gradient norm before clipping (mean over mini-batches).
+    pub grad_norm: f64,
+    /// Optimizer updates made (0 when no group survived).
+    pub updates: usize,
+    /// Seconds generating.
+    pub time_rollout: f64,
+    /// Seconds running tools.
+    pub time_tools: f64,
+    /// Seconds computing old log-probs, losses and updates.
+    pub time_update: f64,
+    /// Tokens sampled per second of generation.
+    pub rollout_tokens_per_sec: f64,
+    /// The most sequences in one generation call of the lock-step driver (at most
+    /// `rl.max_batch` when set; 0 with the scheduled driver).
+    #[serde(default)]
+    pub largest_call: usize,
+    /// Seconds of the whole step (rollout, tools, update, bookkeeping; not the evaluation).
+    #[serde(default)]
+    pub time_step: f64,
+    /// The curriculum's decision after this step (`stay`, `advance to …`, `finish`).
+    pub decision: String,
+    /// Remote engines: the weight version that wrote every rollout of the step (`step-N`,
+    /// the policy after `N` RL steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_version: Option<String>,
+    /// The largest `|engine − trainer|` log-prob over the step's assistant tokens, when the
+    /// engines report log-probs (remote engines): the check that weight sync and
+    /// tokenisation are right.
+    #[serde(
+        default,
+        rename = "rollout/logprob_diff_max",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub logprob_diff_max: Option<f64>,
+    /// The mean of the same differences.
+    #[serde(
+        default,
+        rename = "rollout/logprob_diff_mean",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub logprob_diff_mean: Option<f64>,
+    /// The scheduled driver: what each engine did in the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch: Option<DispatchRecord>,
+}
+
+/// What each engine did in a scheduled step (`metrics.jsonl`'s `dispatch`): the dispatch
+/// decisions' outcome, and the engines lost on the way. The per-engine lists follow
+/// `engines`; `idle_secs_total`, `idle_secs_max`, `redispatched` and `engines_lost` are also
+/// TensorBoard scalars (`dispatch/…`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DispatchRecord {
+    /// The engines the step's rollouts were dispatched to (URLs, or local names).
+    pub engines: Vec<String>,
+    /// Per engine, the model tokens of the turns it wrote.
+    pub tokens: Vec<u64>,
+    /// Per engine, the turns it wrote.
+    pub turns: Vec<u64>,
+    /// Per engine, the seconds of the dispatch during which it had no turn to write.
+    pub idle_secs: Vec<f64>,
+    /// Per engine, the KV capacity the dispatch checked reservations against: what the engine
+    /// reported free at the step's start (`/metrics`), else its configured capacity.
+    pub kv_capacity: Vec<u64>,
+    /// Per engine, the lowest capacity during the step, as the load read from `/metrics`
+    /// every `rl.load_refresh_secs` moved it (other clients' KV taken off).
+    #[serde(default)]
+    pub kv_capacity_low: Vec<u64>,
+    /// Load reports read during the step, all engines together.
+    #[serde(default)]
+    pub load_reports: u64,
+    /// The summed idle seconds.
+    pub idle_secs_total: f64,
+    /// The largest idle seconds of one engine.
+    pub idle_secs_max: f64,
+    /// Engines that stopped answering during the step (their rollouts went on elsewhere).
+    pub lost: Vec<String>,
+    /// `lost.len()`.
+    pub engines_lost: usize,
+    /// Turns that failed on a lost engine and were written again by another.
+    pub redispatched: u64,
+}
+
+impl DispatchRecord {
+    /// The record of a dispatch over engines named `engines`.
+    pub fn new(engines: Vec<String>, stats: &rstar_scheduler::DispatchStats) -> Self {
+        let idle = stats.idle_secs();
+        let lost: Vec<String> = stats
+            .lost_engines
+            .iter()
+            .filter_map(|&e| engines.get(e).cloned())
+            .collect();
+        DispatchRecord {
+            tokens: stats.tokens.clone(),
+            turns: stats.turns.clone(),
+            kv_capacity: stats.capacity.clone(),
+            kv_capacity_low: stats.capacity_low.clone(),
+            load_reports: stats.load_reports,
+            idle_secs_total: idle.iter().sum(),
+            idle_secs_max: idle.iter().copied().fold(0.0, f64::max),
+            idle_secs: idle,
+            engines_lost: lost.len(),
+            lost,
+            redispatched: stats.redispatched,
+            engines,
+        }
+    }
+}
+
+/// Draws `n` prompts without replacement (all of them when the pool is smaller).
+pub fn sample_prompts(pool: &[Prompt], n: usize, seed: u64) -> Vec<Prompt> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = n.min(pool.len());
+    let mut idx = sample(&mut rng, pool.len(), n).into_vec();
+    idx.sort_unstable();
+    idx.into_iter().map(|i| pool[i].clone()).collect()
+}
+
+/// The inputs of one step besides the model and optimizer.
+#[derive(Debug)]
+pub struct StepInputs<'a> {
+    /// 1-based step of the run.
+    pub step: u64,
+    /// The stage and its index.
+    pub stage: &'a Stage,
+    /// Its index.
+    pub stage_index: usize,
+    /// The prompts of this stage to draw from.
+    pub pool: &'a [Prompt],
+    /// Options.
+    pub options: &'a RlOptions,
+    /// The run's seed.
+    pub seed: u64,
+    /// The prompt and tool-call layout (compact for the character model, ChatML for HF
+    /// tokenizers).
+    pub template: TemplateFormat,
+}
+
+/// Runs one GRPO(-RoC) step and returns the updated model, the record (without the curriculum
+/// decision) and the step's trajectories (all rollouts). Rolls out in lock step whatever
+/// `rl.rollout_driver` says; [`step_with`] takes the async tools the scheduled driver needs.
+///
+/// # Errors
+/// Rollout, RoC, advantage and loss errors.
+pub fn step(
+    model: Qwen,
+    optimizer: &mut ModuleOptimizer,
+    tokenizer: &Tokenizer,
+    inputs: &StepInputs<'_>,
+    tools: &dyn AsyncTools,
+) -> Result<(Qwen, StepRecord, Vec<Trajectory>), Error> {
+    step_with(model, optimizer, tokenizer, inputs, tools, None)
+}
+
+/// [`step`] with the driver `rl.rollout_driver` names: with `scheduled` and `async_tools`
+/// given, the step's `2G`-per-prompt groups go through [`scheduled_rollout`] (`rl.engines`
+/// local engines, each with a copy of the current policy, dropped after the rollout); with
+/// `lockstep`, or without `async_tools`, through [`rollout`] on `tools`. Everything after
+/// the rollout (RoC, GRPO, metrics) is the same. With `scheduled`, `time_rollout` is the wall
+/// time of the whole dispatch (turns and tool calls overlap) and `time_tools` the summed
+/// duration of the tool calls.
+///
+/// # Errors
+/// Rollout, RoC, advantage and loss errors.
+pub fn step_with(
+    model: Qwen,
+    optimizer: &mut ModuleOptimizer,
+    tokenizer: &Tokenizer,
+    inputs: &StepInputs<'_>,
+    tools: &dyn AsyncTools,
+    async_tools: Option<Arc<dyn AsyncTools>>,
+) -> Result<(Qwen, StepRecord, Vec<Trajectory>), Error> {
+    step_on(
+        model,
+        optimizer,
+        tokenizer,
+        inputs,
+        tools,
+        async_tools,
+        None,
+    )
+}
+
+/// [`step_with`], with the scheduled driver's turns written by `remote` engines when given:
+/// the policy is published to them first (as `step-N`, `N` = `inputs.step − 1` RL steps), every
+/// turn must come from that version, and the record carries the version and the gap between
+/// the engines' log-probs and the trainer's ([`super::engines`]).
+///
+/// # Errors
+/// As [`step_with`]; publishing or a stale turn fail the step.
+pub fn step_on(
+    model: Qwen,
+    optimizer: &mut ModuleOptimizer,
+    tokenizer: &Tokenizer,
+    inputs: &StepInputs<'_>,
+    tools: &dyn AsyncTools,
+    async_tools: Option<Arc<dyn AsyncTools>>,
+    remote: Option<&RemoteRollouts>,
+) -> Result<(Qwen, StepRecord, Vec<Trajectory>), Error> {
+    let o = inputs.options;
+    // The compute precision of this step (rollouts, old log-probs, updates); the returned
+    // model computes as it came.
+    let previous = model.precision;
+    let model = model.with_precision(o.precision);
+    let step_seed = step_seed(inputs.seed, inputs.step);
+    let prompts = sample_prompts(inputs.pool, o.prompts_per_step, step_seed);
+    // The sampling policy: rolls out, and (with several mini-batches) gives the old log-probs.
+    let policy = model.valid();
+    let version = remote.map(|_| weight_version(inputs.step.saturating_sub(1)));
+    if let (Some(remote), Some(version)) = (remote, &version) {
+        remote.publish(&policy, version)?;
+    }
+    let rolled = step_rollouts(
+        &policy,
+        tokenizer,
+        &prompts,
+        inputs,
+        step_seed,
+        tools,
+        async_tools,
+        remote.zip(version.as_deref()),
+    )?;
+    let out = rolled.output;
+    let dispatch = rolled.dispatch;
+    let gap = rolled
+        .engine_logprobs
+        .as_deref()
+        .and_then(|lps| logprob_gap(&policy, &out.trajectories, lps));
+    let trajectories = out.trajectories;
+    let (kept, roc_metrics) = select_kept(&trajectories, &o.roc, o.group_size, step_seed)?;
+    let equal_reward_groups = roc_metrics
+        .get("reject_equal_reward/solve_equal_total")
+        .copied()
+        .unwrap_or(0.0) as usize;
+    let kept_trajectories: Vec<Trajectory> =
+        kept.iter().map(|&i| trajectories[i].clone()).collect();
+
+    let started = Instant::now();
+    let (model, u) = update(
+        model,
+        &policy,
+        optimizer,
+        &kept_trajectories,
+        o,
+        inputs.step,
+    )?;
+    let time_update = started.elapsed().as_secs_f64();
+    let record = StepRecord {
+        step: inputs.step,
+        stage: inputs.stage_index,
+        stage_name: inputs.stage.name.clone(),
+        roc: o.roc.is_on(),
+        prompts: prompts.len(),
+        rollouts: trajectories.len(),
+        all: TrajectoryStats::of(&trajectories),
+        kept: TrajectoryStats::of(&kept_trajectories),
+        equal_reward_groups,
+        roc_metrics,
+        clip_frac: u.clip_frac,
+        ppo_kl: u.ppo_kl,
+        entropy: u.entropy,
+        pg_loss: u.pg_loss,
+        grad_norm: u.grad_norm,
+        updates: u.updates,
+        time_rollout: out.stats.generate_secs,
+        time_tools: out.stats.tool_secs,
+        time_update,
+        rollout_tokens_per_sec: out.stats.tokens_per_sec(),
+        largest_call: out.stats.largest_call,
+        time_step: 0.0,
+        decision: String::new(),
+        weight_version: version,
+        logprob_diff_max: gap.map(|g| g.0),
+        logprob_diff_mean: gap.map(|g| g.1),
+        dispatch,
+    };
+    Ok((model.with_precision(previous), record, trajectories))
+}
+
+/// A step's rollouts, with the engines' log-probs of each trajectory's assistant tokens when
+/// remote engines wrote them.
+struct StepRollouts {
+    output: RolloutOutput,
+    engine_logprobs: Option<Vec<Option<Vec<f32>>>>,
+    dispatch: Option<DispatchRecord>,
+}
+
+/// The step's rollouts: `rl.roc`'s number per prompt (2G with RoC, G without), by the
+/// scheduled driver when it is chosen and async tools are there (on the remote engines when
+/// given, with the version they must serve), else lock-step with per-rollout seeds.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the step's parts, each used once; a struct would only rename them"
+)]
+fn step_rollouts(
+    policy: &Qwen,
+    tokenizer: &Tokenizer,
+    prompts: &[Prompt],
+    inputs: &StepInputs<'_>,
+    step_seed: u64,
+    tools: &dyn AsyncTools,
+    async_tools: Option<Arc<dyn AsyncTools>>,
+    remote: Option<(&RemoteRollouts, &str)>,
+) -> Result<StepRollouts, Error> {
+    let o = inputs.options;
+    let samples = o.roc.rollouts(o.group_size);
+    match (o.rollout_driver, async_tools, remote) {
+        (RolloutDriver::Scheduled, Some(tools), Some((remote, version))) => {
+            let stops = stop_strings(inputs.template);
+            let alive = remote.alive();
+            let generators = remote.generators(&stops, inputs.stage.temperature as f32, version)?;
+            let names: Vec<String> = alive.iter().map(|&i| remote.urls()[i].clone()).collect();
+            let out = run_scheduled_blocking(
+                generators,
+                SharedTokenizer(Arc::new(tokenizer.clone())),
+                tools,
+                prompts,
+                samples,
+                &ScheduleConfig {
+                    // Polled in the background: free KV that other clients take or give
+                    // back during the step.
+                    load_refresh_ms: (o.load_refresh_secs * 1000.0).round() as u64,
+                    ..schedule_config(inputs.template, inputs.stage, step_seed, o.dispatch)
+                },
+            )
+            .map_err(|e| match e {
+                rstar_rollout::Error::Scheduler(lost @ rstar_scheduler::Error::EnginesLost { .. }) => {
+                    for &i in &alive {
+                        remote.lose(i);
+                    }
+                    Error::Engine(rstar_engine::Error::Remote {
+                        url: names.join(","),
+                        message: format!(
+                            "{lost}; restart them and resume the run from its last checkpoint (rstar train --resume RUN)"
+                        ),
+                    })
+                }
+                other => other.into(),
+            })?;
+            for &e in &out.dispatch.lost_engines {
+                remote.lose(alive[e]);
+            }
+            Ok(StepRollouts {
+                dispatch: Some(DispatchRecord::new(names, &out.dispatch)),
+                output: out.rollout,
+                engine_logprobs: Some(out.engine_logprobs),
+            })
+        }
+        (RolloutDriver::Scheduled, Some(tools), None) => scheduled_rollout_with_stats(
+            policy,
+            tokenizer,
+            prompts,
+            samples,
+            &ScheduledRollout {
+                template: inputs.template,
+                stage: inputs.stage,
+                seed: step_seed,
+                engines: o.engines.count(),
+                dispatch: o.dispatch,
+            },
+            tools,
+        )
+        .map(|(output, dispatch)| StepRollouts {
+            output,
+            engine_logprobs: None,
+            dispatch: Some(dispatch),
+        }),
+        _ => {
+            let config = RolloutConfig {
+                template: inputs.template,
+                limits: stage_limits_for(inputs.template, inputs.stage),
+                sampling: Sampling::Temperature {
+                    temperature: inputs.stage.temperature as f32,
+                },
+                seed: step_seed,
+                max_batch: o.max_batch,
+                eos: Vec::new(),
+                per_rollout_seeds: true,
+            };
+            let output = rollout(policy, tokenizer, prompts, samples, &config, tools)?;
+            Ok(StepRollouts {
+                output,
+                engine_logprobs: None,
+                dispatch: None,
+            })
+        }
+    }
+}
+
+/// Equal-reward rejection, then RoC (or nothing more without it): the indices of the kept
+/// trajectories and the selection's metrics.
+fn select_kept(
+    trajectories: &[Trajectory],
+    roc: &RocOptions,
+    group_size: usize,
+    step_seed: u64,
+) -> Result<(Vec<usize>, BTreeMap<String, f64>), Error> {
+    let uids: Vec<&str> = trajectories.iter().map(|t| t.id.as_str()).collect();
+    let summaries: Vec<TraceSummary> = trajectories.iter().map(trace_summary).collect();
+    Ok(match roc.select_config(group_size, step_seed) {
+        Some(config) => {
+            let s = select(&uids, &summaries, &config)?;
+            (s.kept, s.metrics)
+        }
+        None if roc.reject_equal_reward => {
+            let rewards: Vec<f64> = summaries.iter().map(|s| s.reward).collect();
+            reject_equal_reward(&uids, &rewards)?
+        }
+        None => ((0..trajectories.len()).collect(), BTreeMap::new()),
+    })
+}
+
+/// What [`update`] reports: the last mini-batch's entropy, clip fraction and KL, the mean
+/// loss and gradient norm over mini-batches, and the number of optimizer steps.
+#[derive(Debug, Clone, Copy, Default)]
+struct UpdateMetrics {
+    clip_frac: f32,
+    ppo_kl: f32,
+    entropy: f32,
+    pg_loss: f32,
+    grad_norm: f64,
+    updates: usize,
+}
+
+/// The GRPO update on the kept trajectories: group advantages, then one optimizer step per
+/// mini-batch, each accumulated over length-sorted micro-batches. `policy` is `model.valid()`,
+/// the policy that sampled `kept`.
+fn update(
+    mut model: Qwen,
+    policy: &Qwen,
+    optimizer: &mut ModuleOptimizer,
+    kept: &[Trajectory],
+    o: &RlOptions,
+    step: u64,
+) -> Result<(Qwen, UpdateMetrics), Error> {
+    let mut m = UpdateMetrics::default();
+    if kept.is_empty() {
+        return Ok((model, m));
+    }
+    let rewards: Vec<f32> = kept.iter().map(|t| t.reward.unwrap_or(0.0)).collect();
+    let groups: Vec<&str> = kept.iter().map(|t| t.id.as_str()).collect();
+    let advantages = group_advantages(&rewards, &groups, &o.grpo.advantage)?;
+    let rows: Vec<(Vec<u32>, Vec<f32>)> = kept.iter().map(sequence_row).collect();
+    let inner = policy.device();
+    let n = rows.len();
+    let per = n.div_ceil(o.mini_batches.min(n));
+    let chunks: Vec<Vec<usize>> = (0..n)
+        .collect::<Vec<_>>()
+        .chunks(per)
+        .map(<[usize]>::to_vec)
+        .collect();
+    // Each mini-batch is cut into micro-batches of rows of similar length (less padding);
+    // the loss of each is normalised by the mini-batch's token and sequence counts, so the
+    // accumulated gradient is the mini-batch's.
+    let micro: Vec<Vec<Vec<usize>>> = chunks
+        .iter()
+        .map(|chunk| micro_batches(chunk, &rows, MICRO_BATCH_TOKENS))
+        .collect();
+    // Old log-probs: the sampling policy, recomputed before any update. With one update the
+    // policy that sampled is the one being updated, so the detached current log-probs are
+    // the same numbers without a second forward pass.
+    let olds: Option<Vec<Vec<TensorData>>> = (chunks.len() > 1).then(|| {
+        micro
+            .iter()
+            .map(|parts| {
+                parts
+                    .iter()
+                    .map(|part| {
+                        let (tokens, _, _) = pack(&packed(part, &rows), &inner);
+                        sequence_target_logprobs(policy, tokens).into_data()
+                    })
+                    .collect()
+            })
+            .collect()
+    });
+    // The same rates for every mini-batch of the step (the gains keep their ids).
+    let lr = rl_learning_rate(&model, step_lr(o, step), o.gain_lr_multiplier);
+    for (c, parts) in micro.iter().enumerate() {
+        let olds = olds.as_ref().map(|o| o[c].as_slice());
+        let Some((mut grads, b)) = mini_batch_gradients_threads(
+            &model,
+            &rows,
+            parts,
+            &advantages,
+            olds,
+            &o.grpo,
+            o.threads,
+        )?
+        else {
+            continue;
+        };
+        m.entropy = b.entropy;
+        m.clip_frac = b.clip_frac;
+        m.ppo_kl = b.ppo_kl;
+        m.pg_loss += b.pg_loss / chunks.len() as f32;
+        let grad_norm = clip_global_norm(&model, &mut grads, o.grad_clip);
+        super::optim::check_step_finite("rl", step, f64::from(b.pg_loss), grad_norm, "rl.lr")?;
+        m.grad_norm += grad_norm / chunks.len() as f64;
+        model = optimizer.step(lr.clone(), model, grads);
+        m.updates += 1;
+    }
+    Ok((model, m))
+}
+
+/// What one mini-batch's loss reports.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MiniBatchMetrics {
+    /// The policy-gradient loss of the mini-batch.
+    pub pg_loss: f32,
+    /// Mean per-token entropy on the tokens in the loss.
+    pub entropy: f32,
+    /// Fraction of those tokens where the ratio was clipped.
+    pub clip_frac: f32,
+    /// Mean `old_logp − logp` over them.
+    pub ppo_kl: f32,
+}
+
+/// The gradient of the GRPO loss of one mini-batch, given as `parts`, its micro-batches (row
+/// indices into `rows`, each row the prompt and response ids with per-token loss weights),
+/// accumulated micro-batch by micro-batch with the losses normalised by the whole
+/// mini-batch's token and sequence counts, so it equals the gradient of the mini-batch in one
+/// piece. `olds` are the micro-batches' old log-probs; `None` takes the detached current ones
+/// (the policy being updated is the one that sampled). `None` when no token is in the loss.
+///
+/// # Errors
+/// The loss's errors ([`Error::Grpo`]).
+pub fn mini_batch_gradients(
+    model: &Qwen,
+    rows: &[(Vec<u32>, Vec<f32>)],
+    parts: &[Vec<usize>],
+    advantages: &[f32],
+    olds: Option<&[TensorData]>,
+    grpo: &GrpoConfig,
+) -> Result<Option<(GradientsParams, MiniBatchMetrics)>, Error> {
+    mini_batch_gradients_threads(model, rows, parts, advantages, olds, grpo, 1)
+}
+
+/// [`mini_batch_gradients`] with the micro-batches dealt out to `threads` threads (snake
+/// order, [`super::optim::deal`]), each with its own autodiff graph on the model forked
+/// ([`Module::fork`](burn::module::Module::fork)); each thread sums its micro-batches'
+/// gradients and the threads' sums are added in thread order. The same gradient within f32
+/// rounding (the sums run in another order), so results depend on the thread count.
+///
+/// # Errors
+/// The loss's errors ([`Error::Grpo`]).
+#[allow(clippy::too_many_arguments)] // reason: mini_batch_gradients' inputs and the thread count
+pub fn mini_batch_gradients_threads(
+    model: &Qwen,
+    rows: &[(Vec<u32>, Vec<f32>)],
+    parts: &[Vec<usize>],
+    advantages: &[f32],
+    olds: Option<&[TensorData]>,
+    grpo: &GrpoConfig,
+    threads: usize,
+) -> Result<Option<(GradientsParams, MiniBatchMetrics)>, Error> {
+    let all: Vec<usize> = parts.iter().flatten().copied().collect();
+    let (tokens_total, sequences_total) = counts(&all, rows);
+    if tokens_total == 0 {
+        return Ok(None);
+    }
+    let global = GlobalBatch::new()
+        .with_num_tokens(tokens_total)
+        .with_num_sequences(sequences_total);
+    // One micro-batch's gradient and its sums: entropy, clip fraction and KL weighted by its
+    // tokens in the loss, and its share of the policy-gradient loss.
+    let part_grads = |model: &Qwen, m: usize| -> Result<(GradientsParams, [f64; 3], f32), Error> {
+        let part = &parts[m];
+        let device = model.device();
+        let (tokens, mask, len) = pack(&packed(part, rows), &device);
+        let adv: Vec<f32> = part
+            .iter()
+            .flat_map(|&i| std::iter::repeat_n(advantages[i], len - 1))
+            .collect();
+        let adv = Tensor::<2>::from_data(TensorData::new(adv, [part.len(), len - 1]), &device);
+        // Memory bounded in the vocabulary (`sequence_loss`: above `LOGIT_CHUNK_ELEMENTS`
+        // logits, chunked with a closed-form backward), the entropy term included.
+        let local = f64::from(mask.clone().sum().into_scalar::<f32>());
+        let (loss, (metrics, ent_sum)) = sequence_loss(model, tokens, |logp, ent| {
+            let old = match olds {
+                Some(olds) => Tensor::<2>::from_data(olds[m].clone(), &device),
+                None => logp.clone().detach(),
+            };
+            let ent_sum = f64::from(
+                (ent.clone().detach() * mask.clone())
+                    .sum()
+                    .into_scalar::<f32>(),
+            );
+            let mut loss_inputs = PolicyLossInputs::new(logp, old, adv, mask);
+            if grpo.entropy_coeff != 0.0 {
+                loss_inputs = loss_inputs.with_entropy(ent);
+            }
+            let out = policy_loss(grpo, loss_inputs, &global)?;
+            Ok::<_, rstar_grpo::GrpoError>((out.loss, (out.metrics, ent_sum)))
+        })?;
+        let sums = [
+            ent_sum,
+            f64::from(metrics.clip_frac) * local,
+            f64::from(metrics.ppo_kl) * local,
+        ];
+        Ok((
+            GradientsParams::from_grads(loss.backward(), model),
+            sums,
+            metrics.pg_loss,
+        ))
+    };
+    // A thread's micro-batches, its gradients summed.
+    let run = |model: &Qwen, ms: &[usize]| -> Result<(GradientsParams, [f64; 3], f32), Error> {
+        let mut accumulated = GradientsAccumulator::<Qwen>::new();
+        let (mut sums, mut pg_loss) = ([0.0f64; 3], 0.0f32);
+        for &m in ms {
+            let (grads, s, pg) = part_grads(model, m)?;
+            accumulated.accumulate(model, grads);
+            for (a, b) in sums.iter_mut().zip(s) {
+                *a += b;
+            }
+            pg_loss += pg;
+        }
+        Ok((accumulated.grads(), sums, pg_loss))
+    };
+    let groups = super::optim::deal((0..parts.len()).collect(), threads);
+    let results: Vec<PartResult> = if groups.len() <= 1 {
+        vec![run(model, &(0..parts.len()).collect::<Vec<_>>())]
+    } else {
+        super::optim::on_forks(model, &groups, &|m: &Qwen, ms: &Vec<usize>| run(m, ms))
+    };
+    let mut accumulated = GradientsAccumulator::<Qwen>::new();
+    let (mut sums, mut pg_loss) = ([0.0f64; 3], 0.0f32);
+    for result in results {
+        let (grads, s, pg) = result?;
+        accumulated.accumulate(model, grads);
+        for (a, b) in sums.iter_mut().zip(s) {
+            *a += b;
+        }
+        pg_loss += pg;
+    }
+    let total = tokens_total as f64;
+    Ok(Some((
+        accumulated.grads(),
+        MiniBatchMetrics {
+            pg_loss,
+            entropy: (sums[0] / total) as f32,
+            clip_frac: (sums[1] / total) as f32,
+            ppo_kl: (sums[2] / total) as f32,
+        },
+    )))
+}
+
+/// Micro-batches' gradient, their entropy, clip-fraction and KL sums weighted by tokens in the
+/// loss, and their share of the policy-gradient loss.
+type PartResult = Result<(GradientsParams, [f64; 3], f32), Error>;
+
+/// Tokens in the loss (next-token positions [`pack`] keeps) and sequences with at least one.
+fn counts(chunk: &[usize], rows: &[(Vec<u32>, Vec<f32>)]) -> (usize, usize) {
+    let per_row: Vec<usize> = chunk
+        .iter()
+        .map(|&i| rows[i].1.iter().skip(1).filter(|&&w| w > 0.0).count())
+        .collect();
+    (
+        per_row.iter().sum(),
+        per_row.iter().filter(|&&t| t > 0).count(),
+    )
+}
+
+/// The learning rate of RL step `step` (1-based): `rl.lr` after a linear warm-up over
+/// `rl.warmup_steps` steps.
+pub fn step_lr(options: &RlOptions, step: u64) -> f64 {
+    if options.warmup_steps == 0 {
+        options.lr
+    } else {
+        options.lr * (step as f64 / options.warmup_steps as f64).min(1.0)
+    }
+}
+
+/// The rollout seed of RL step `step` (1-based) of a run seeded `seed`: both drivers sample
+/// with it (the lock-step one per round, the scheduled one per rollout and turn), and it draws
+/// the step's prompts and RoC's choices.
+pub fn step_seed(seed: u64, step: u64) -> u64 {
+    mix_seed(seed, 0x5254_0000 + step)
+}
+
+/// What [`scheduled_rollout`] needs besides the policy, prompts and tools.
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduledRollout<'a> {
+    /// The prompt and tool-call layout.
+    pub template: TemplateFormat,
+    /// The stage: token and turn limits, temperature.
+    pub stage: &'a Stage,
+    /// Turn `t` of rollout `r` samples with `mix(mix(seed, r), t)`.
+    pub seed: u64,
+    /// Local engines (at least one is started).
+    pub engines: usize,
+    /// How rollouts are assigned to engines.
+    pub dispatch: DispatchPolicy,
+}
+
+/// Rolls out `samples` episodes of every prompt through
+/// [`run_scheduled_blocking`] on `engines` [`LocalEngine`]s, each holding its own copy of
+/// `policy` and stopped when the rollout is over, with the stage's limits and temperature and
+/// tool calls on `tools`. Trajectories are prompt-major like [`rollout`]'s, without per-token
+/// statistics, and do not depend on the number of engines or the dispatch policy (per-turn
+/// seeds).
+///
+/// # Errors
+/// [`Error::Scheduler`] when an engine fails, the verifier's errors for a ground truth it
+/// cannot score.
+pub fn scheduled_rollout(
+    policy: &Qwen,
+    tokenizer: &Tokenizer,
+    prompts: &[Prompt],
+    samples: usize,
+    options: &ScheduledRollout<'_>,
+    tools: Arc<dyn AsyncTools>,
+) -> Result<RolloutOutput, Error> {
+    scheduled_rollout_with_stats(policy, tokenizer, prompts, samples, options, tools)
+        .map(|(output, _)| output)
+}
+
+/// [`scheduled_rollout`], with what each engine did.
+fn scheduled_rollout_with_stats(
+    policy: &Qwen,
+    tokenizer: &Tokenizer,
+    prompts: &[Prompt],
+    samples: usize,
+    options: &ScheduledRollout<'_>,
+    tools: Arc<dyn AsyncTools>,
+) -> Result<(RolloutOutput, DispatchRecord), Error> {
+    let limits = stage_limits_for(options.template, options.stage);
+    let stops = stop_strings(options.template);
+    let engines = options.engines.max(1);
+    let rollouts = (prompts.len() * samples).max(1);
+    let per_engine = rollouts.div_ceil(engines);
+    // Every rollout an engine may hold fits its nominal KV budget and its batch: local engines
+    // have no paged cache, so `kv-aware` must not hold rollouts back.
+    let budget = (limits.max_response_tokens + policy.config.max_position_embeddings) as u64;
+    let generators: Vec<Arc<dyn TurnGenerator>> = (0..engines)
+        .map(|i| {
+            let mut config = LocalEngineConfig::new(stops.clone());
+            config.sampling = Sampling::Temperature {
+                temperature: options.stage.temperature as f32,
+            };
+            config.max_batch = per_engine;
+            config.kv_capacity = config.kv_capacity.max(per_engine as u64 * budget);
+            config.name = format!("train-{i}");
+            Arc::new(LocalEngine::spawn(
+                policy.clone(),
+                tokenizer.clone(),
+                config,
+            )) as Arc<dyn TurnGenerator>
+        })
+        .collect();
+    let names: Vec<String> = generators.iter().map(|g| g.name()).collect();
+    let config = schedule_config(
+        options.template,
+        options.stage,
+        options.seed,
+        options.dispatch,
+    );
+    let out = run_scheduled_blocking(
+        generators,
+        SharedTokenizer(Arc::new(tokenizer.clone())),
+        tools,
+        prompts,
+        samples,
+        &config,
+    )?;
+    Ok((out.rollout, DispatchRecord::new(names, &out.dispatch)))
+}
+
+/// The template's stop strings, owned.
+fn stop_strings(template: TemplateFormat) -> Vec<String> {
+    Template::of(template)
+        .stop_strings()
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// The scheduled driver's configuration of an RL step: the stage's limits, caches kept over
+/// tool calls, the integer reward, no per-token statistics.
+fn schedule_config(
+    template: TemplateFormat,
+    stage: &Stage,
+    seed: u64,
+    dispatch: DispatchPolicy,
+) -> ScheduleConfig {
+    ScheduleConfig {
+        template,
+        limits: stage_limits_for(template, stage),
+        seed,
+        policy: dispatch,
+        retention: KvRetention::Keep,
+        record_entropy: false,
+        verifier: rstar_verifier::Mode::Integer,
+        load_refresh_ms: 0,
+    }
+}
+
+/// How the hard stage's pass-rate check runs ([`hard_problems`]).
+#[derive(Debug, Clone, Copy)]
+pub struct HardCheck<'a> {
+    /// Check the first this many problems of the pool (`0`: all).
+    pub limit: usize,
+    /// Samples per problem.
+    pub k: u32,
+    /// A problem is hard when its pass rate is below this.
+    pub below: f64,
+    /// The stage: limits and temperature.
+    pub stage: &'a Stage,
+    /// The prompt and tool-call layout.
+    pub template: TemplateFormat,
+    /// The rollout seed (per rollout: the result does not depend on the chunking).
+    pub seed: u64,
+    /// Problems rolled out at a time (`0`: all); each chunk's trajectories are reduced to pass
+    /// counts and dropped, so memory holds one chunk's.
+    pub chunk: usize,
+    /// Most sequences in one generation call (`0`: the whole chunk's active episodes).
+    pub max_batch: usize,
+}
+
+/// The problems of `pool` whose pass rate over `k` samples of `model` is below `below` (the
+/// curriculum's hard stage), checked on the first `limit` problems (`0`: all), `chunk`
+/// problems at a time.
+///
+/// # Errors
+/// Rollout errors.
+pub fn hard_problems(
+    model: &Qwen,
+    tokenizer: &Tokenizer,
+    pool: &[Prompt],
+    check: &HardCheck<'_>,
+    tools: &dyn AsyncTools,
+) -> Result<Vec<Prompt>, Error> {
+    let candidates = if check.limit == 0 {
+        pool
+    } else {
+        &pool[..check.limit.min(pool.len())]
+    };
+    let k = check.k.max(1) as usize;
+    let config = RolloutConfig {
+        template: check.template,
+        limits: stage_limits_for(check.template, check.stage),
+        sampling: Sampling::Temperature {
+            temperature: check.stage.temperature as f32,
+        },
+        seed: check.seed,
+        max_batch: check.max_batch,
+        eos: Vec::new(),
+        per_rollout_seeds: true,
+    };
+    let mut hard = Vec::new();
+    rollout_chunked(
+        model,
+        tokenizer,
+        candidates,
+        k,
+        &config,
+        tools,
+        check.chunk,
+        |prompts, out| {
+            for (p, prompt) in prompts.iter().enumerate() {
+                let solved = out.trajectories[p * k..(p + 1) * k]
+                    .iter()
+                    .filter(|t| t.reward.unwrap_or(0.0) > 0.0)
+                    .count();
+                if (solved as f64 / k as f64) < check.below {
+                    hard.push(prompt.clone());
+                }
+            }
+            Ok(())
+        },
+    )?;
+    Ok(hard)
+}

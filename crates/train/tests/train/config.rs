@@ -1,0 +1,69 @@
+//! Configs: presets, and errors that name the file, line and field.
+
+use std::io::Write;
+
+use rstar_train::TrainConfig;
+
+#[test]
+fn a_config_file_round_trips_and_bad_ones_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let text = serde_json::to_string_pretty(&TrainConfig::smoke()).unwrap();
+    std::fs::write(&path, &text).unwrap();
+    assert_eq!(
+        TrainConfig::from_json_file(&path).unwrap(),
+        TrainConfig::smoke()
+    );
+
+    // An unknown field: the file and the line are named.
+    let bad = text.replacen("\"seed\"", "\"sed\"", 1);
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(bad.as_bytes()).unwrap();
+    let err = TrainConfig::from_json_file(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("config.json:3:") && err.contains("sed"),
+        "{err}"
+    );
+
+    // A value out of range: the field is named.
+    let mut c = TrainConfig::smoke();
+    c.sft.batch_size = 0;
+    std::fs::write(&path, serde_json::to_string_pretty(&c).unwrap()).unwrap();
+    let err = TrainConfig::from_json_file(&path).unwrap_err().to_string();
+    assert!(err.contains("`sft.batch_size`"), "{err}");
+    let mut c = TrainConfig::smoke();
+    c.sft.threads = 0;
+    assert!(
+        c.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("`sft.threads`")
+    );
+    let mut c = TrainConfig::smoke();
+    c.sft.micro_batches = 0;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("`sft.micro_batches`"), "{err}");
+    let mut c = TrainConfig::smoke();
+    c.rl.threads = 0;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("`rl.threads`"), "{err}");
+    // Older configs have no `threads` or `micro_batches`: one thread, one padded batch, as
+    // before (the tiny preset now has 2 threads and 8 micro-batches).
+    let mut json: serde_json::Value = serde_json::to_value(TrainConfig::tiny()).unwrap();
+    json["sft"].as_object_mut().unwrap().remove("threads");
+    json["sft"].as_object_mut().unwrap().remove("micro_batches");
+    json["rl"].as_object_mut().unwrap().remove("threads");
+    let old: TrainConfig = serde_json::from_value(json).unwrap();
+    assert_eq!(
+        (old.sft.threads, old.sft.micro_batches, old.rl.threads),
+        (1, 1, 1)
+    );
+    let tiny = TrainConfig::tiny();
+    assert_eq!(
+        (tiny.sft.threads, tiny.sft.micro_batches, tiny.rl.threads),
+        (2, 8, 2)
+    );
+
+    let err = TrainConfig::from_json_file(&dir.path().join("missing.json")).unwrap_err();
+    assert!(err.to_string().contains("missing.json"), "{err}");
+}

@@ -1,9 +1,0 @@
-//! Integration tests of `rstar-verifier`, one module per topic.
-
-mod choice;
-mod datasets;
-mod edge;
-mod math;
-mod math_styles;
-mod props;
-mod rules;
