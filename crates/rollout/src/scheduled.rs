@@ -90,13 +90,7 @@ pub trait AsyncTools: Send + Sync {
             .iter()
             .map(|c| self.run(c.clone(), Vec::new()))
             .collect();
-        match runtime() {
-            Ok(rt) => rt.block_on(join_all(futures)),
-            Err(e) => calls
-                .iter()
-                .map(|_| ToolOutcome::code_judge(false, "internal_error", "", &e.to_string(), 0.0))
-                .collect(),
-        }
+        block_on_round(calls.len(), join_all(futures))
     }
 
     /// Whether two threads may run rounds on these tools at once (the trainer's evaluation
@@ -164,6 +158,17 @@ fn score_of(verdict: &VerifyVerdict) -> Score {
     }
 }
 
+/// A lock-step round's outcomes: `round` run on a current-thread runtime, or, when no runtime
+/// can be made, one internal error per call (`calls` of them).
+fn block_on_round(calls: usize, round: impl Future<Output = Vec<ToolOutcome>>) -> Vec<ToolOutcome> {
+    match runtime() {
+        Ok(rt) => rt.block_on(round),
+        Err(e) => (0..calls)
+            .map(|_| ToolOutcome::code_judge(false, "internal_error", "", &e.to_string(), 0.0))
+            .collect(),
+    }
+}
+
 /// Polls every future until all are done; their outputs in order.
 async fn join_all<T>(futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
     let mut futures: Vec<Option<BoxFuture<'_, T>>> = futures.into_iter().map(Some).collect();
@@ -223,10 +228,7 @@ impl AsyncTools for PoolTools {
             }
             ToolName::JupyterCode => rstar_toolenv::ToolCall::jupyter(call.code, history),
         };
-        let call = match self.timeout {
-            Some(t) => call.with_timeout(t),
-            None => call,
-        };
+        let call = self.limited(call);
         Box::pin(async move { outcome_of(&self.pool.run(call).await) })
     }
 
@@ -236,23 +238,30 @@ impl AsyncTools for PoolTools {
         let calls: Vec<rstar_toolenv::ToolCall> = calls
             .iter()
             .map(|c| {
-                let call = rstar_toolenv::ToolCall::python(c.code.clone(), c.input.clone());
-                match self.timeout {
-                    Some(t) => call.with_timeout(t),
-                    None => call,
-                }
+                self.limited(rstar_toolenv::ToolCall::python(
+                    c.code.clone(),
+                    c.input.clone(),
+                ))
             })
             .collect();
-        match runtime() {
-            Ok(rt) => rt
-                .block_on(self.pool.run_batch(calls))
+        let n = calls.len();
+        block_on_round(n, async move {
+            self.pool
+                .run_batch(calls)
+                .await
                 .iter()
                 .map(outcome_of)
-                .collect(),
-            Err(e) => calls
-                .iter()
-                .map(|_| ToolOutcome::code_judge(false, "internal_error", "", &e.to_string(), 0.0))
-                .collect(),
+                .collect()
+        })
+    }
+}
+
+impl PoolTools {
+    /// `call` with the per-call limit, when one is set.
+    fn limited(&self, call: rstar_toolenv::ToolCall) -> rstar_toolenv::ToolCall {
+        match self.timeout {
+            Some(t) => call.with_timeout(t),
+            None => call,
         }
     }
 }

@@ -27,7 +27,6 @@ use rstar_analysis::tensorboard::{LineKind, ROLLOUT_SAMPLES, RunLog};
 use rstar_episode::episode::Trajectory;
 use rstar_episode::template::{Template, TemplateFormat};
 use rstar_rollout::Prompt;
-use rstar_rollout::scheduled::AsyncTools;
 use rstar_rollout::tools::RunTools;
 use rstar_tasks::tasks::sft::SftConfig;
 use rstar_tasks::tasks::{Split, TaskSet};
@@ -152,8 +151,6 @@ pub(super) struct Run<'a> {
     run_config: serde_json::Value,
     /// Where every tool call runs: the in-process sandbox, or code-judge servers.
     tools: RunTools,
-    /// The scheduled driver's view of the same sandbox (`rl.rollout_driver` `scheduled`).
-    async_tools: Option<Arc<dyn AsyncTools>>,
     /// The remote engines the scheduled driver's turns go to (`rl.engines` as URLs).
     remote: Option<RemoteRollouts>,
     logs: Logs,
@@ -227,10 +224,6 @@ impl<'a> Run<'a> {
                 ));
             }
         }
-        // The scheduled driver runs its calls on the same tools, asynchronously.
-        let async_tools: Option<Arc<dyn AsyncTools>> = (config.rl.rollout_driver
-            == super::RolloutDriver::Scheduled)
-            .then(|| tools.async_tools());
         let remote = match config.rl.engines.urls() {
             Some(urls) => {
                 let remote = RemoteRollouts::connect(
@@ -249,7 +242,7 @@ impl<'a> Run<'a> {
                 Some(remote)
             }
             None => {
-                if async_tools.is_some() {
+                if config.rl.rollout_driver == super::RolloutDriver::Scheduled {
                     observer.log(&format!(
                         "rl rollouts: scheduled on {}, {} dispatch",
                         config.rl.engines,
@@ -273,7 +266,6 @@ impl<'a> Run<'a> {
             param_ids: checkpoint::param_ids(&model),
             run_config: serde_json::to_value(config)?,
             tools,
-            async_tools,
             remote,
             logs: Logs::open(
                 out,
@@ -512,13 +504,17 @@ impl<'a> Run<'a> {
             seed: config.seed,
             template: self.template,
         };
+        // The scheduled driver runs its calls on the same tools, asynchronously.
+        let tools = self.tools.async_tools();
+        let scheduled = (self.config.rl.rollout_driver == super::RolloutDriver::Scheduled)
+            .then(|| Arc::clone(&tools));
         let (next, mut record, rollouts) = rl::step_on(
             rl.model,
             &mut rl.optimizer,
             &self.tokenizer,
             &inputs,
-            &*self.tools.async_tools(),
-            self.async_tools.clone(),
+            &*tools,
+            scheduled,
             self.remote.as_ref(),
         )?;
         if let Some(mean) = record
