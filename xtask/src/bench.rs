@@ -35,6 +35,10 @@ const BENCHES: &[(&str, &str)] = &[
         "rstar-toolserver: calls/s, p50/p99 at 1, 64, 1024 concurrent callers, HTTP /run and the batching client vs the in-process pool",
     ),
     (
+        "toolserver",
+        "rstar-toolserver at the paper's scale (#46): the fork floor, one call's p50 as a ratio to it, p50/p99 at 1, 64 and 1000 in flight, and 45,056 calls in flight against two `rstar tools serve` (throughput, p50/p99/max, refusals, each call run once, peak RSS, fds and processes before and after)",
+    ),
+    (
         "scheduler",
         "rstar-scheduler simulator, rstar2-agent-64gpu over 5 seeds: kv-aware and least-requests vs static (makespan, GPU idle)",
     ),
@@ -170,6 +174,31 @@ pub fn run(args: &[String]) -> Result<()> {
                         "toolenv_server",
                     ])
                     .env("RSTAR_PYTHON", python),
+            )
+        }
+        "toolserver" => {
+            let python = crate::venv::ensure()?;
+            let root = crate::util::root();
+            crate::util::step(
+                "build rstar (release)",
+                crate::util::cargo().args([
+                    "build",
+                    "--release",
+                    "-p",
+                    "rstar-cli",
+                    "--bin",
+                    "rstar",
+                ]),
+            )?;
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+            crate::util::step(
+                "bench rstar-toolserver at the paper's scale",
+                crate::util::cargo()
+                    .args(["bench", "-p", "rstar-toolserver", "--bench", "toolserver"])
+                    .env("RSTAR_PYTHON", python)
+                    .env("RSTAR_FLOOR", root.join("xtask/bench/fork_floor.py"))
+                    .env("RSTAR_BIN", target.join("release").join("rstar")),
             )
         }
         "scheduler" => crate::util::step(

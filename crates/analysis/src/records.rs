@@ -74,6 +74,64 @@ impl TrajectoryStats {
     }
 }
 
+/// The tool calls of one RL step, as the rollouts saw them: latency (from the call's
+/// submission to its answer) and wait (latency less the time the sandbox ran it: queueing,
+/// batching, transport), in milliseconds, by the nearest-rank percentile. A line of
+/// `metrics.jsonl` holds it as `tool_latency`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ToolLatency {
+    /// Calls timed.
+    pub calls: usize,
+    /// Median latency.
+    pub p50_ms: f64,
+    /// 99th-percentile latency.
+    pub p99_ms: f64,
+    /// Slowest call.
+    pub max_ms: f64,
+    /// Median wait.
+    pub wait_p50_ms: f64,
+    /// 99th-percentile wait.
+    pub wait_p99_ms: f64,
+    /// Longest wait.
+    pub wait_max_ms: f64,
+    /// The step's latency budget in seconds (`tools.latency_budget_secs`), when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_secs: Option<f64>,
+    /// Calls slower than the budget (0 without one).
+    #[serde(default)]
+    pub over_budget: usize,
+}
+
+impl ToolLatency {
+    /// Summarises `(latency, run)` pairs in seconds; `None` for no call.
+    pub fn of(calls: &[(f64, f64)], budget_secs: Option<f64>) -> Option<Self> {
+        if calls.is_empty() {
+            return None;
+        }
+        let mut latency: Vec<f64> = calls.iter().map(|c| c.0 * 1e3).collect();
+        let mut wait: Vec<f64> = calls.iter().map(|c| (c.0 - c.1).max(0.0) * 1e3).collect();
+        latency.sort_by(f64::total_cmp);
+        wait.sort_by(f64::total_cmp);
+        Some(ToolLatency {
+            calls: calls.len(),
+            p50_ms: nearest_rank(&latency, 0.50),
+            p99_ms: nearest_rank(&latency, 0.99),
+            max_ms: latency[latency.len() - 1],
+            wait_p50_ms: nearest_rank(&wait, 0.50),
+            wait_p99_ms: nearest_rank(&wait, 0.99),
+            wait_max_ms: wait[wait.len() - 1],
+            budget_secs,
+            over_budget: budget_secs.map_or(0, |b| calls.iter().filter(|c| c.0 > b).count()),
+        })
+    }
+}
+
+/// The `q`-quantile of sorted values by nearest rank: the `ceil(q·n)`-th smallest.
+fn nearest_rank(sorted: &[f64], q: f64) -> f64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
 /// One pass@k value.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PassAtK {
@@ -146,6 +204,34 @@ impl EvalRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_latency_percentiles_by_nearest_rank() {
+        assert_eq!(ToolLatency::of(&[], Some(1.0)), None);
+        // 200 calls of 1..=200 ms, each run for half its latency but the last, run 0.
+        let mut calls: Vec<(f64, f64)> = (1..=200)
+            .map(|i| (i as f64 / 1e3, i as f64 / 2e3))
+            .collect();
+        calls[199].1 = 0.0;
+        let l = ToolLatency::of(&calls, Some(0.150)).unwrap();
+        // ceil(0.5·200) = 100th and ceil(0.99·200) = 198th smallest.
+        assert_eq!(
+            (l.calls, l.p50_ms, l.p99_ms, l.max_ms),
+            (200, 100.0, 198.0, 200.0)
+        );
+        // Waits are i/2 ms (the 100th and 198th: 50 and 99), but the last is all 200 ms.
+        assert_eq!(
+            (l.wait_p50_ms, l.wait_p99_ms, l.wait_max_ms),
+            (50.0, 99.0, 200.0)
+        );
+        // 151..=200 ms are over 150 ms.
+        assert_eq!((l.budget_secs, l.over_budget), (Some(0.150), 50));
+        let one = ToolLatency::of(&[(0.004, 0.005)], None).unwrap();
+        assert_eq!(
+            (one.p50_ms, one.p99_ms, one.wait_max_ms, one.over_budget),
+            (4.0, 4.0, 0.0, 0)
+        );
+    }
 
     #[test]
     fn stats_of_nothing_are_zero() {

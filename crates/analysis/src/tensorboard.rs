@@ -304,6 +304,9 @@ pub fn rl_tag(path: &str) -> String {
     if let Some(name) = path.strip_prefix("roc_metrics.") {
         return format!("roc/{name}");
     }
+    if let Some(name) = path.strip_prefix("tool_latency.") {
+        return format!("tool/latency/{name}");
+    }
     format!("rstar/{}", path.replace('.', "/"))
 }
 
@@ -785,6 +788,7 @@ mod tests {
         assert_eq!(rl_tag("all.tool_error_rate"), "tool/error_rate");
         assert_eq!(rl_tag("kept.accuracy"), "kept/rewards/mean");
         assert_eq!(rl_tag("roc_metrics.roc/pass_ratio"), "roc/roc/pass_ratio");
+        assert_eq!(rl_tag("tool_latency.p99_ms"), "tool/latency/p99_ms");
         assert_eq!(rl_tag("new_field.x"), "rstar/new_field/x");
         assert_eq!(sft_tag("loss"), "sft/loss");
         assert_eq!(eval_tag("sampled.accuracy"), "val/sampled/rewards/mean");

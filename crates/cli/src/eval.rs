@@ -278,6 +278,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         workers: args.workers.unwrap_or(0),
         timeout_secs: args.tool_timeout,
         servers: args.tools.clone(),
+        latency_budget_secs: None,
     })
     .context(if args.tools.is_empty() {
         "starting the tool sandbox (set --python or RSTAR_PYTHON)"

@@ -40,6 +40,11 @@ pub struct ServeArgs {
     /// (code-judge's `MAX_QUEUE_WORK_LIFE_TIME`; `/run/long-batch` and `/run_code` wait).
     #[arg(long, value_name = "SECS", default_value_t = 4.0)]
     pub queue_timeout: f64,
+    /// Most calls held at once, waiting or running; a request past it is refused whole with
+    /// `429` and `Retry-After` before any of its calls runs (the batching client waits and
+    /// sends it again).
+    #[arg(long, value_name = "CALLS", default_value_t = rstar_toolserver::DEFAULT_MAX_QUEUE)]
+    pub max_queue: usize,
     /// Largest request body, in MiB.
     #[arg(long, default_value_t = 16)]
     pub max_body_mb: usize,
@@ -64,6 +69,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.drain_timeout.is_finite() && args.drain_timeout >= 0.0,
         "--drain-timeout must not be negative"
     );
+    anyhow::ensure!(args.max_queue > 0, "--max-queue must be at least 1");
     args.connections.limits()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -92,6 +98,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         queue_timeout_s: args.queue_timeout,
         max_body_bytes: args.max_body_mb << 20,
         drain_timeout_s: args.drain_timeout,
+        max_queue: args.max_queue,
         max_connections: limits.max_connections,
         header_timeout_s: limits.header_timeout.as_secs_f64(),
         body_timeout_s: limits.body_timeout.as_secs_f64(),

@@ -149,6 +149,11 @@ pub struct Args {
     /// verifier, so the same scores) [default: local] (`rl.verify`).
     #[arg(long, value_name = "local|remote")]
     pub verify: Option<rstar_agent::train::VerifyAt>,
+    /// Report every RL step with a tool call slower than this many seconds, from submission
+    /// to answer (a warning, `tool_latency.over_budget` in metrics.jsonl, a line in the
+    /// report) [default: no budget] (`tools.latency_budget_secs`).
+    #[arg(long, value_name = "SECS")]
+    pub tool_latency_budget: Option<f64>,
     /// Where to write TensorBoard event files [default: <out>/tb]; one directory per run
     /// (a resume replaces the event files this trainer wrote there).
     #[arg(long, value_name = "DIR")]
@@ -296,6 +301,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--rl-lr", args.rl_lr.is_some()),
         ("--rollout", args.rollout.is_some()),
         ("--verify", args.verify.is_some()),
+        ("--tool-latency-budget", args.tool_latency_budget.is_some()),
         ("--engines", args.engines.is_some()),
         ("--engine-kind", args.engine_kind.is_some()),
         ("--publish-dir", args.publish_dir.is_some()),
@@ -405,6 +411,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(verify) = args.verify {
             config.rl.verify = verify;
+        }
+        if let Some(budget) = args.tool_latency_budget {
+            config.tools.latency_budget_secs = Some(budget);
         }
         if let Some(engines) = &args.engines {
             if engines.urls().is_some() && args.rollout.is_none() {

@@ -70,6 +70,8 @@ use rstar_episode::template::{Template, TemplateFormat};
 use rstar_episode::toolcall::{ToolCall, ToolName, ToolOutcome};
 use rstar_toolserver::api::{VerifyItem, VerifyVerdict};
 
+use crate::timing::ToolTimings;
+
 /// The tools: runs tool calls; a failure in the sandbox is an outcome, not an error. The one
 /// tool trait of the agent layer: the scheduled driver calls [`run`](Self::run) as each
 /// rollout's turn ends, the lock-step driver ([`rollout`](crate::rollout)), the SFT corpus and
@@ -98,6 +100,13 @@ pub trait AsyncTools: Send + Sync {
     /// calls must come in one order.
     fn shared(&self) -> bool {
         true
+    }
+
+    /// Where these tools note each call's latency and run time, when they do
+    /// ([`PoolTools`] and [`ServerTools`]); the trainer takes a step's notes after its
+    /// rollouts and writes their percentiles to `metrics.jsonl`.
+    fn timings(&self) -> Option<&ToolTimings> {
+        None
     }
 
     /// Whether the drivers score finished rollouts through [`verify`](Self::verify), on the
@@ -218,6 +227,8 @@ pub struct PoolTools {
     pub pool: rstar_toolenv::Pool,
     /// Per-call wall-clock limit; `None` uses the pool's.
     pub timeout: Option<Duration>,
+    /// Where each call's latency and run time are noted ([`AsyncTools::timings`]).
+    pub timings: ToolTimings,
 }
 
 impl AsyncTools for PoolTools {
@@ -229,34 +240,50 @@ impl AsyncTools for PoolTools {
             ToolName::JupyterCode => rstar_toolenv::ToolCall::jupyter(call.code, history),
         };
         let call = self.limited(call);
-        Box::pin(async move { outcome_of(&self.pool.run(call).await) })
+        Box::pin(async move { outcome_of(&self.timed(call).await) })
     }
 
     /// Every call of the round as a Python call (the lock-step driver keeps no notebook
-    /// history), in one batch on the pool's workers.
+    /// history), all at once on the pool's workers.
     fn run_round(&self, calls: &[ToolCall]) -> Vec<ToolOutcome> {
-        let calls: Vec<rstar_toolenv::ToolCall> = calls
+        let futures: Vec<BoxFuture<'_, rstar_toolenv::ToolResult>> = calls
             .iter()
             .map(|c| {
-                self.limited(rstar_toolenv::ToolCall::python(
+                let call = self.limited(rstar_toolenv::ToolCall::python(
                     c.code.clone(),
                     c.input.clone(),
-                ))
+                ));
+                Box::pin(self.timed(call)) as BoxFuture<'_, _>
             })
             .collect();
-        let n = calls.len();
-        block_on_round(n, async move {
-            self.pool
-                .run_batch(calls)
-                .await
-                .iter()
-                .map(outcome_of)
-                .collect()
+        block_on_round(calls.len(), async move {
+            join_all(futures).await.iter().map(outcome_of).collect()
         })
+    }
+
+    fn timings(&self) -> Option<&ToolTimings> {
+        Some(&self.timings)
     }
 }
 
 impl PoolTools {
+    /// The pool's tools with its own time limit and a fresh [`ToolTimings`].
+    pub fn new(pool: rstar_toolenv::Pool) -> Self {
+        PoolTools {
+            pool,
+            timeout: None,
+            timings: ToolTimings::new(),
+        }
+    }
+
+    /// Runs `call`, noting its latency and run time.
+    async fn timed(&self, call: rstar_toolenv::ToolCall) -> rstar_toolenv::ToolResult {
+        let started = std::time::Instant::now();
+        let result = self.pool.run(call).await;
+        self.timings.record(started.elapsed(), result.cost);
+        result
+    }
+
     /// `call` with the per-call limit, when one is set.
     fn limited(&self, call: rstar_toolenv::ToolCall) -> rstar_toolenv::ToolCall {
         match self.timeout {
@@ -281,6 +308,7 @@ pub struct ServerTools {
     runtime: Option<tokio::runtime::Runtime>,
     /// Score finished rollouts on the servers' `/verify` ([`AsyncTools::verifies`]).
     verify: bool,
+    timings: ToolTimings,
 }
 
 impl std::fmt::Debug for ServerTools {
@@ -324,6 +352,7 @@ impl ServerTools {
             urls: urls.to_vec(),
             runtime: Some(runtime),
             verify: false,
+            timings: ToolTimings::new(),
         })
     }
 
@@ -386,8 +415,15 @@ impl AsyncTools for ServerTools {
             if matches!(call.name, ToolName::JupyterCode) {
                 return jupyter_refused();
             }
-            server_outcome(&self.client.run(submission(call)).await)
+            let started = std::time::Instant::now();
+            let r = self.client.run(submission(call)).await;
+            self.timings.record(started.elapsed(), r.cost);
+            server_outcome(&r)
         })
+    }
+
+    fn timings(&self) -> Option<&ToolTimings> {
+        Some(&self.timings)
     }
 
     fn run_round(&self, calls: &[ToolCall]) -> Vec<ToolOutcome> {
@@ -445,13 +481,16 @@ impl ServerTools {
         }
         if !subs.is_empty() {
             let results = match &self.runtime {
-                Some(runtime) => runtime.block_on(self.client.run_batch(subs)),
+                Some(runtime) => runtime.block_on(self.client.run_batch_timed(subs)),
                 None => Vec::new(),
             };
+            for (r, took) in &results {
+                self.timings.record(*took, r.cost);
+            }
             for (k, &i) in sent.iter().enumerate() {
                 outcomes[i] = Some(results.get(k).map_or_else(
                     || ToolOutcome::code_judge(false, "internal_error", "", "no result", 0.0),
-                    server_outcome,
+                    |(r, _)| server_outcome(r),
                 ));
             }
         }

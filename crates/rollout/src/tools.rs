@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::scheduled::{AsyncTools, PoolTools, ServerTools};
+use crate::timing::ToolTimings;
 
 /// The Python sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,6 +30,11 @@ pub struct ToolOptions {
     /// server that dies has its calls retried on the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub servers: Vec<String>,
+    /// Seconds a tool call may take, from its submission to its answer, before the step is
+    /// reported as over budget (`metrics.jsonl`'s `tool_latency.over_budget`, a warning in
+    /// the log, a line in the report); absent: no budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_budget_secs: Option<f64>,
 }
 
 /// Where finished rollouts are scored (`rl.verify`): by the in-process verifier (the default),
@@ -100,8 +106,9 @@ pub fn start_pool(options: &ToolOptions) -> Result<BlockingPool, Error> {
 /// check, the evaluations).
 #[derive(Debug)]
 pub enum RunTools {
-    /// The sandboxed Python pool.
-    Pool(BlockingPool),
+    /// The sandboxed Python pool, and where its calls' latencies are noted (shared by every
+    /// [`RunTools::async_tools`] handle).
+    Pool(BlockingPool, ToolTimings),
     /// Code-judge servers.
     Servers(Arc<ServerTools>),
 }
@@ -124,7 +131,7 @@ impl RunTools {
                     "`rl.verify` is `remote`, which scores answers on the tool servers, but `tools.servers` lists none (--tools URL[,URL…])".into(),
                 )));
             }
-            Ok(RunTools::Pool(start_pool(options)?))
+            Ok(RunTools::Pool(start_pool(options)?, ToolTimings::new()))
         } else {
             Ok(RunTools::Servers(Arc::new(
                 ServerTools::connect(&options.servers)?.verifying(verify == VerifyAt::Remote),
@@ -135,7 +142,7 @@ impl RunTools {
     /// Whether finished rollouts are scored on the servers.
     pub fn verifies(&self) -> bool {
         match self {
-            RunTools::Pool(_) => false,
+            RunTools::Pool(..) => false,
             RunTools::Servers(servers) => servers.verifies(),
         }
     }
@@ -143,9 +150,10 @@ impl RunTools {
     /// The tools, for either driver (the lock-step one through [`AsyncTools::run_round`]).
     pub fn async_tools(&self) -> Arc<dyn AsyncTools> {
         match self {
-            RunTools::Pool(pool) => Arc::new(PoolTools {
+            RunTools::Pool(pool, timings) => Arc::new(PoolTools {
                 pool: pool.pool().clone(),
                 timeout: None,
+                timings: timings.clone(),
             }),
             RunTools::Servers(servers) => Arc::clone(servers) as Arc<dyn AsyncTools>,
         }

@@ -594,10 +594,10 @@ def run_call(req, state, seq):
     }
 
 
-def main():
-    init = read_msg()
-    if init is None:
-        return
+def setup(init):
+    """Preloads, freezes the heap and applies the zygote's own sandbox layers as `init`
+    asks; returns the per-call state and the ready message. `run_call(req, state, seq)` then
+    runs one call (the bench's fork floor calls both in-process, without the frame protocol)."""
     state = {"base_dir": init["base_dir"], "children_fd": None, "uid": None, "landlock_abi": 0}
     layers = {}
     preloaded, failed = [], []
@@ -668,10 +668,18 @@ def main():
             layers["filesystem"] = "missing: Landlock failed: %s" % e
     else:
         layers["filesystem"] = "missing: Landlock unavailable or disabled"
-    write_msg({
+    return state, {
         "ready": True, "preloaded": preloaded, "failed_preload": failed, "landlock_abi": state["landlock_abi"],
         "layers": layers, "python": sys.version.split()[0], "pid": os.getpid(),
-    })
+    }
+
+
+def main():
+    init = read_msg()
+    if init is None:
+        return
+    state, ready = setup(init)
+    write_msg(ready)
     seq = 0
     while True:
         req = read_msg()
@@ -687,4 +695,5 @@ def main():
             return
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -226,6 +226,27 @@ pub struct ServerStatus {
     /// The server is shutting down and refuses new work.
     #[serde(default)]
     pub draining: bool,
+    /// Calls held now, waiting or running (`rstar tools serve`; 0 from code-judge).
+    #[serde(default)]
+    pub admitted: usize,
+    /// The most calls the server holds; past it requests get `429` (0: not reported, as
+    /// code-judge does not).
+    #[serde(default)]
+    pub max_queue: usize,
+    /// Requests refused with `429` since the server started.
+    #[serde(default)]
+    pub refused: u64,
+    /// Calls run to their end since the server started.
+    #[serde(default)]
+    pub completed: u64,
+}
+
+impl ServerStatus {
+    /// Room for more calls before the server refuses them: `max_queue − admitted`, or `None`
+    /// when the server does not report its limit.
+    pub fn room(&self) -> Option<usize> {
+        (self.max_queue > 0).then(|| self.max_queue.saturating_sub(self.admitted))
+    }
 }
 
 /// SandboxFusion's `POST /run_code` request.

@@ -34,10 +34,11 @@ pub const MAX_VERIFY_BATCH: usize = 1024;
 /// | option | default |
 /// |---|---|
 /// | `batch_size` | 64 (at most 64) |
-/// | `linger` | 5 ms: how long [`Client::run`] waits to fill a batch |
+/// | `linger` | 5 ms: how long [`Client::run`] waits to fill a batch, only while every batch request is in flight (an idle client sends at once) |
 /// | `batch_timeout` | 300 s for one batch request, then it counts as a transport error |
 /// | `concurrency` | 8 batch requests in flight (rStar's 8 senders) |
 /// | `max_retries` | 4, on `queue_timeout` results and transport errors (rStar retries 4×) |
+/// | `patience` | 600 s: how long a call may keep being refused (`429`, `503`) before it is answered `queue_timeout`; refusals do not count against `max_retries` |
 /// | `backoff` | 0.5 s, doubled each retry (rStar's base) |
 /// | `status_interval` | 1 s between `/status` polls per endpoint |
 /// | `long_batch` | true: `/run/long-batch` (no queue limit), as rStar does |
@@ -55,6 +56,7 @@ pub struct ClientBuilder {
     status_interval: Duration,
     long_batch: bool,
     verify_batch_size: usize,
+    patience: Duration,
 }
 
 impl Default for ClientBuilder {
@@ -78,6 +80,7 @@ impl ClientBuilder {
             status_interval: Duration::from_secs(1),
             long_batch: true,
             verify_batch_size: 256,
+            patience: Duration::from_secs(600),
         }
     }
 
@@ -141,6 +144,15 @@ impl ClientBuilder {
         self
     }
 
+    /// How long calls may keep being refused (a server's queue full, `429`; draining, `503`)
+    /// before they are answered `queue_timeout`. While refused they wait for room, on another
+    /// endpoint when one has it; nothing of a refused request ran, so resending runs nothing
+    /// twice.
+    pub fn patience(mut self, limit: Duration) -> Self {
+        self.patience = limit;
+        self
+    }
+
     /// Answers per `/verify` request of [`Client::verify`] (1 to [`MAX_VERIFY_BATCH`]).
     pub fn verify_batch_size(mut self, n: usize) -> Self {
         self.verify_batch_size = n;
@@ -193,6 +205,9 @@ impl ClientBuilder {
             backoff: self.backoff,
             status_interval: self.status_interval,
             long_batch: self.long_batch,
+            patience: self.patience,
+            concurrency: self.concurrency,
+            room: tokio::sync::Notify::new(),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         runtime.spawn(batcher(
@@ -240,6 +255,12 @@ pub struct EndpointLoad {
     pub in_flight: usize,
     /// Calls this client has sent there in total.
     pub sent: usize,
+    /// Calls the endpoint held (waiting or running) at the last `/status`.
+    pub admitted: usize,
+    /// The most calls it holds before refusing (`429`); 0 when it does not say.
+    pub max_queue: usize,
+    /// Requests of this client it refused (`429`, `503`).
+    pub refused: usize,
 }
 
 impl Client {
@@ -267,6 +288,20 @@ impl Client {
     /// Runs many calls in batches of the configured size, concurrently up to
     /// the concurrency limit; results in input order.
     pub async fn run_batch(&self, subs: Vec<Submission>) -> Vec<SubmissionResult> {
+        self.run_batch_timed(subs)
+            .await
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect()
+    }
+
+    /// [`run_batch`](Self::run_batch), with each call's latency: from this call to the
+    /// answer of the batch request that carried it (retries included).
+    pub async fn run_batch_timed(
+        &self,
+        subs: Vec<Submission>,
+    ) -> Vec<(SubmissionResult, Duration)> {
+        let started = Instant::now();
         let mut chunks = Vec::new();
         let mut subs = subs.into_iter().peekable();
         while subs.peek().is_some() {
@@ -278,20 +313,24 @@ impl Client {
             let shared = Arc::clone(&self.shared);
             chunks.push((
                 ids,
-                tokio::spawn(async move { shared.send_batch(chunk).await }),
+                tokio::spawn(async move {
+                    let results = shared.send_batch(chunk).await;
+                    (results, started.elapsed())
+                }),
             ));
         }
         let mut out = Vec::new();
         for (ids, chunk) in chunks {
             match chunk.await {
-                Ok(results) => out.extend(results),
+                Ok((results, took)) => out.extend(results.into_iter().map(|r| (r, took))),
                 // Still one result per call, even if a batch task died.
                 Err(e) => out.extend(ids.into_iter().map(|id| {
-                    SubmissionResult::failed(
+                    let r = SubmissionResult::failed(
                         id,
                         Reason::InternalError,
                         format!("the batch task failed: {e}"),
-                    )
+                    );
+                    (r, started.elapsed())
                 })),
             }
         }
@@ -335,13 +374,13 @@ impl Client {
     pub async fn run_code(&self, req: &RunCodeRequest) -> Result<RunCodeResponse> {
         let mut attempt = 0;
         loop {
-            let ep = self.shared.pick().await;
             let _permit = self
                 .shared
                 .gate
                 .acquire()
                 .await
                 .map_err(|_| Error::Config("the client is shut down".into()))?;
+            let ep = self.shared.pick(1).await;
             let res: Result<RunCodeResponse> = self.shared.post(ep, "/run_code", req, 1).await;
             match res {
                 Ok(r)
@@ -381,6 +420,9 @@ impl Client {
                 workers: e.workers.load(Ordering::SeqCst),
                 in_flight: e.in_flight.load(Ordering::SeqCst),
                 sent: e.sent.load(Ordering::SeqCst),
+                admitted: e.admitted.load(Ordering::SeqCst),
+                max_queue: e.max_queue.load(Ordering::SeqCst),
+                refused: e.refused.load(Ordering::SeqCst),
             })
             .collect()
     }
@@ -393,6 +435,14 @@ struct Endpoint {
     workers: AtomicUsize,
     in_flight: AtomicUsize,
     sent: AtomicUsize,
+    /// Calls held there (waiting or running) and its limit, at the last `/status`; and of
+    /// those, the ones not this client's.
+    admitted: AtomicUsize,
+    others: AtomicUsize,
+    max_queue: AtomicUsize,
+    /// Requests it refused, and until when it is treated as full after the last refusal.
+    refused: AtomicUsize,
+    full_until: Mutex<Option<Instant>>,
     /// When the last `/status` poll started, and until when the endpoint is
     /// avoided after a transport error.
     polled: Mutex<Option<Instant>>,
@@ -429,6 +479,11 @@ impl Endpoint {
             workers: AtomicUsize::new(1),
             in_flight: AtomicUsize::new(0),
             sent: AtomicUsize::new(0),
+            admitted: AtomicUsize::new(0),
+            others: AtomicUsize::new(0),
+            max_queue: AtomicUsize::new(0),
+            refused: AtomicUsize::new(0),
+            full_until: Mutex::new(None),
             polled: Mutex::new(None),
             down_until: Mutex::new(None),
             failures: AtomicU32::new(0),
@@ -447,6 +502,40 @@ impl Endpoint {
             self.failures.store(0, Ordering::SeqCst);
             *self.down_until.lock().expect("down lock") = None;
         }
+    }
+
+    /// Whether `calls` more calls fit: not refused within its `Retry-After`, and, when the
+    /// endpoint reports its limit, the calls others hold there (what it last reported, less
+    /// what this client had in flight then) plus this client's plus `calls` within it.
+    ///
+    /// When they fit, they are reserved at once (added to what this client has in flight
+    /// there), so two requests never both take the last room.
+    fn try_reserve(&self, calls: usize, now: Instant) -> bool {
+        if self.is_full(now) {
+            return false;
+        }
+        let limit = self.max_queue.load(Ordering::SeqCst);
+        let others = self.others.load(Ordering::SeqCst);
+        self.in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |mine| {
+                // A request larger than the whole queue is sent to be refused (422) at once.
+                (limit == 0 || calls > limit || others + mine + calls <= limit)
+                    .then_some(mine + calls)
+            })
+            .is_ok()
+    }
+
+    /// Records a refusal: the endpoint counts as full for `wait`.
+    fn refuse(&self, wait: Duration) {
+        self.refused.fetch_add(1, Ordering::SeqCst);
+        *self.full_until.lock().expect("full lock") = Some(Instant::now() + wait);
+    }
+
+    fn is_full(&self, now: Instant) -> bool {
+        self.full_until
+            .lock()
+            .expect("full lock")
+            .is_some_and(|t| t > now)
     }
 
     /// Expected wait per worker: the reported queue plus what this client has
@@ -468,11 +557,18 @@ struct Shared {
     backoff: Duration,
     status_interval: Duration,
     long_batch: bool,
+    patience: Duration,
+    concurrency: usize,
+    /// Woken whenever a request ends, freeing the room it held.
+    room: tokio::sync::Notify,
 }
+
+/// How often a request waiting for room looks again without being woken.
+const ROOM_POLL: Duration = Duration::from_millis(100);
 
 fn retryable(e: &Error) -> bool {
     match e {
-        Error::Transport { .. } | Error::Protocol { .. } => true,
+        Error::Transport { .. } | Error::Protocol { .. } | Error::Refused { .. } => true,
         Error::Status { status, .. } => *status >= 500,
         _ => false,
     }
@@ -483,41 +579,88 @@ impl Shared {
         backoff_delay(self.backoff, attempt)
     }
 
-    /// The endpoint with the least expected wait, skipping endpoints that
-    /// failed recently unless all did; refreshes stale loads in the background.
-    async fn pick(self: &Arc<Self>) -> usize {
-        let now = Instant::now();
+    /// The endpoint with the least expected wait that has room for `calls` calls, skipping
+    /// endpoints that failed recently unless all did, with the calls reserved there (counted
+    /// in flight until [`Shared::post`] ends). When every live endpoint is full it waits for
+    /// room (backpressure: no call is handed to a saturated server), woken as this client's
+    /// requests end and at least every [`ROOM_POLL`] (others' load, `Retry-After`), for up
+    /// to the patience; then it takes the least loaded. Refreshes stale loads in the
+    /// background.
+    async fn pick(self: &Arc<Self>, calls: usize) -> usize {
+        let started = Instant::now();
+        loop {
+            let room = self.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            let now = Instant::now();
+            self.refresh_stale(now);
+            let up = |e: &Endpoint| {
+                e.down_until
+                    .lock()
+                    .expect("down lock")
+                    .is_none_or(|t| t <= now)
+            };
+            let mut order: Vec<usize> = (0..self.endpoints.len())
+                .filter(|&i| up(&self.endpoints[i]))
+                .collect();
+            order.sort_by(|&a, &b| {
+                self.endpoints[a]
+                    .score()
+                    .total_cmp(&self.endpoints[b].score())
+            });
+            if let Some(i) = order
+                .iter()
+                .copied()
+                .find(|&i| self.endpoints[i].try_reserve(calls, now))
+            {
+                return i;
+            }
+            if order.is_empty() || now.duration_since(started) >= self.patience {
+                let best = |keep: &dyn Fn(&Endpoint) -> bool| {
+                    self.endpoints
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, e)| keep(e))
+                        .min_by(|(_, a), (_, b)| a.score().total_cmp(&b.score()))
+                        .map(|(i, _)| i)
+                };
+                let i = best(&up).or_else(|| best(&|_| true)).unwrap_or(0);
+                self.endpoints[i]
+                    .in_flight
+                    .fetch_add(calls, Ordering::SeqCst);
+                return i;
+            }
+            let _ = tokio::time::timeout(ROOM_POLL, room).await;
+        }
+    }
+
+    /// Starts a `/status` poll of every endpoint whose load is older than the status
+    /// interval: always with several endpoints (to choose among them), and with one when
+    /// it is full (to see room come back).
+    fn refresh_stale(self: &Arc<Self>, now: Instant) {
         for i in 0..self.endpoints.len() {
+            let ep = &self.endpoints[i];
+            if self.endpoints.len() == 1
+                && ep.max_queue.load(Ordering::SeqCst) == 0
+                && !ep.is_full(now)
+            {
+                continue;
+            }
             let stale = {
-                let mut polled = self.endpoints[i].polled.lock().expect("poll lock");
+                let mut polled = ep.polled.lock().expect("poll lock");
                 let stale = polled.is_none_or(|t| now.duration_since(t) >= self.status_interval);
                 if stale {
                     *polled = Some(now);
                 }
                 stale
             };
-            if stale && self.endpoints.len() > 1 {
+            if stale {
                 let shared = Arc::clone(self);
                 tokio::spawn(async move {
                     let _ = shared.refresh(i).await;
                 });
             }
         }
-        let up = |e: &Endpoint| {
-            e.down_until
-                .lock()
-                .expect("down lock")
-                .is_none_or(|t| t <= now)
-        };
-        let best = |only_up: bool| {
-            self.endpoints
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| !only_up || up(e))
-                .min_by(|(_, a), (_, b)| a.score().total_cmp(&b.score()))
-                .map(|(i, _)| i)
-        };
-        best(true).or_else(|| best(false)).unwrap_or(0)
     }
 
     async fn refresh(&self, index: usize) -> Result<ServerStatus> {
@@ -528,6 +671,14 @@ impl Shared {
         ep.queue.store(status.queue, Ordering::SeqCst);
         ep.workers
             .store(status.num_workers.max(1), Ordering::SeqCst);
+        ep.admitted.store(status.admitted, Ordering::SeqCst);
+        ep.others.store(
+            status
+                .admitted
+                .saturating_sub(ep.in_flight.load(Ordering::SeqCst)),
+            Ordering::SeqCst,
+        );
+        ep.max_queue.store(status.max_queue, Ordering::SeqCst);
         Ok(status)
     }
 
@@ -539,16 +690,20 @@ impl Shared {
         calls: usize,
     ) -> Result<T> {
         let ep = &self.endpoints[index];
-        let bytes = serde_json::to_vec(body).map_err(|e| Error::Protocol {
-            endpoint: ep.url.clone(),
-            message: e.to_string(),
-        })?;
-        ep.in_flight.fetch_add(calls, Ordering::SeqCst);
-        ep.sent.fetch_add(calls, Ordering::SeqCst);
-        let res = self
-            .request(ep, Method::POST, path, Some(Bytes::from(bytes)))
-            .await;
+        let res = match serde_json::to_vec(body) {
+            Ok(bytes) => {
+                ep.sent.fetch_add(calls, Ordering::SeqCst);
+                self.request(ep, Method::POST, path, Some(Bytes::from(bytes)))
+                    .await
+            }
+            Err(e) => Err(Error::Protocol {
+                endpoint: ep.url.clone(),
+                message: e.to_string(),
+            }),
+        };
+        // The room `pick` reserved is free again.
         ep.in_flight.fetch_sub(calls, Ordering::SeqCst);
+        self.room.notify_waiters();
         ep.record(res.as_ref().is_err_and(retryable), self.backoff);
         res
     }
@@ -582,21 +737,36 @@ impl Shared {
                 .await
                 .map_err(|e| transport(format!("{e:?}")))?;
             let status = resp.status();
+            let retry_after = resp
+                .headers()
+                .get(hyper::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| Duration::from_secs_f64(s.min(60.0)));
             let bytes = resp
                 .into_body()
                 .collect()
                 .await
                 .map_err(|e| transport(e.to_string()))?
                 .to_bytes();
-            Ok::<_, Error>((status, bytes))
+            Ok::<_, Error>((status, bytes, retry_after))
         };
-        let (status, bytes) = tokio::time::timeout(self.batch_timeout, exchange)
+        let (status, bytes, retry_after) = tokio::time::timeout(self.batch_timeout, exchange)
             .await
             .map_err(|_| transport(format!("no answer within {:?}", self.batch_timeout)))??;
         if !status.is_success() {
             let detail = serde_json::from_slice::<ErrorBody>(&bytes)
                 .map(|b| b.detail)
                 .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+            if matches!(status.as_u16(), 429 | 503) {
+                return Err(Error::Refused {
+                    endpoint: ep.url.clone(),
+                    status: status.as_u16(),
+                    detail,
+                    retry_after,
+                });
+            }
             return Err(Error::Status {
                 endpoint: ep.url.clone(),
                 status: status.as_u16(),
@@ -612,10 +782,13 @@ impl Shared {
     async fn send_single(self: &Arc<Self>, sub: Submission) -> SubmissionResult {
         let sub_id = sub.sub_id.clone().unwrap_or_default();
         let mut attempt = 0;
+        let mut refusals = Refusals::default();
         loop {
-            let ep = self.pick().await;
             let res: Result<SubmissionResult> = match self.gate.acquire().await {
-                Ok(_permit) => self.post(ep, "/run", &sub, 1).await,
+                Ok(_permit) => {
+                    let ep = self.pick(1).await;
+                    self.post(ep, "/run", &sub, 1).await
+                }
                 Err(_) => {
                     return SubmissionResult::failed(
                         sub_id,
@@ -626,6 +799,12 @@ impl Shared {
             };
             let last = attempt >= self.max_retries;
             match res {
+                Err(e @ Error::Refused { .. }) => {
+                    if let Some(r) = self.refused(&mut refusals, &e, &sub_id) {
+                        return r;
+                    }
+                    continue;
+                }
                 Ok(r) if r.reason != Reason::QueueTimeout || last => return r,
                 Err(e) if !retryable(&e) || last => return failure(sub_id, &e),
                 _ => {}
@@ -641,10 +820,13 @@ impl Shared {
         let request = VerifyRequest { items };
         let mut attempt = 0;
         loop {
-            let ep = self.pick().await;
+            let mut ep = 0;
             let res: Result<VerifyResponse> = match self.gate.acquire().await {
                 // One request counts as one call of the endpoint's load.
-                Ok(_permit) => self.post(ep, "/verify", &request, 1).await,
+                Ok(_permit) => {
+                    ep = self.pick(1).await;
+                    self.post(ep, "/verify", &request, 1).await
+                }
                 Err(_) => Err(Error::Config("the client is shut down".into())),
             };
             let res = res.and_then(|r| {
@@ -671,8 +853,49 @@ impl Shared {
         }
     }
 
-    /// Sends up to one batch, re-sending the calls that hit `queue_timeout`
-    /// or a transport error, with exponential backoff.
+    /// Notes a refusal: the endpoint counts as full for its `Retry-After` (or the backoff), so
+    /// the next pick waits for room or goes elsewhere. `Some` (a `queue_timeout` result for
+    /// `sub_id`) once the calls have been refused for longer than the patience.
+    fn refused(
+        &self,
+        refusals: &mut Refusals,
+        e: &Error,
+        sub_id: &str,
+    ) -> Option<SubmissionResult> {
+        let Error::Refused {
+            endpoint,
+            retry_after,
+            ..
+        } = e
+        else {
+            return None;
+        };
+        let wait = retry_after
+            .unwrap_or(self.backoff)
+            .max(Duration::from_millis(10));
+        if let Some(ep) = self.endpoints.iter().find(|x| &x.url == endpoint) {
+            ep.refuse(wait);
+        }
+        let since = *refusals.since.get_or_insert_with(Instant::now);
+        refusals.count += 1;
+        if refusals.count % 100 == 1 {
+            tracing::debug!(error = %e, refusals = refusals.count, "request refused; waiting for room");
+        }
+        (since.elapsed() >= self.patience).then(|| {
+            SubmissionResult::failed(
+                sub_id.to_string(),
+                Reason::QueueTimeout,
+                format!(
+                    "every server refused the call for {:?} ({} refusals; last: {e}); it did not run",
+                    self.patience, refusals.count
+                ),
+            )
+        })
+    }
+
+    /// Sends up to one batch, re-sending the calls that hit `queue_timeout` or a transport
+    /// error with exponential backoff, and whole requests the server refused (`429`, `503`:
+    /// none of their calls ran) once there is room, without spending a retry on them.
     async fn send_batch(self: &Arc<Self>, subs: Vec<Submission>) -> Vec<SubmissionResult> {
         let mut results: Vec<Option<SubmissionResult>> = vec![None; subs.len()];
         let mut pending: Vec<(usize, Submission)> = subs.into_iter().enumerate().collect();
@@ -682,16 +905,20 @@ impl Shared {
             "/run/batch"
         };
         let mut attempt = 0;
+        let mut refusals = Refusals::default();
         while !pending.is_empty() {
             let last = attempt >= self.max_retries;
-            let ep = self.pick().await;
             let batch = BatchSubmission {
                 sub_id: None,
                 kind: "batch".into(),
                 submissions: pending.iter().map(|(_, s)| s.clone()).collect(),
             };
+            let mut ep = 0;
             let res: Result<BatchResult> = match self.gate.acquire().await {
-                Ok(_permit) => self.post(ep, path, &batch, pending.len()).await,
+                Ok(_permit) => {
+                    ep = self.pick(pending.len()).await;
+                    self.post(ep, path, &batch, pending.len()).await
+                }
                 Err(_) => Err(Error::Config("the client is shut down".into())),
             };
             let res = res.and_then(|b| {
@@ -725,6 +952,16 @@ impl Shared {
                     }
                     pending = again;
                 }
+                Err(e @ Error::Refused { .. }) => {
+                    if let Some(r) = self.refused(&mut refusals, &e, "") {
+                        for (i, s) in pending.drain(..) {
+                            let mut r = r.clone();
+                            r.sub_id = s.sub_id.unwrap_or_default();
+                            results[i] = Some(r);
+                        }
+                    }
+                    continue;
+                }
                 Err(e) if !retryable(&e) || last => {
                     for (i, s) in pending.drain(..) {
                         results[i] = Some(failure(s.sub_id.unwrap_or_default(), &e));
@@ -742,6 +979,13 @@ impl Shared {
             .map(|r| r.expect("every call has a result"))
             .collect()
     }
+}
+
+/// How long and how often one request has been refused.
+#[derive(Debug, Default)]
+struct Refusals {
+    since: Option<Instant>,
+    count: u64,
 }
 
 /// `base · 2^attempt`, saturating.
@@ -768,19 +1012,33 @@ async fn batcher(
     size: usize,
     linger: Duration,
 ) {
+    // Batches sent and not yet answered: while fewer than the concurrency limit, a batch
+    // could start at once, so waiting to fill it would only add latency.
+    let outstanding = Arc::new(AtomicUsize::new(0));
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
-        let deadline = tokio::time::Instant::now() + linger;
         while batch.len() < size {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(p)) => batch.push(p),
-                Ok(None) | Err(_) => break,
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        if batch.len() < size && outstanding.load(Ordering::SeqCst) >= shared.concurrency {
+            let deadline = tokio::time::Instant::now() + linger;
+            while batch.len() < size {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(p)) => batch.push(p),
+                    Ok(None) | Err(_) => break,
+                }
             }
         }
         let shared = Arc::clone(&shared);
+        let outstanding = Arc::clone(&outstanding);
+        outstanding.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
             let (subs, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
             let results = shared.send_batch(subs).await;
+            outstanding.fetch_sub(1, Ordering::SeqCst);
             for (reply, r) in replies.into_iter().zip(results) {
                 let _ = reply.send(r);
             }

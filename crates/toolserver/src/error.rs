@@ -45,6 +45,19 @@ pub enum Error {
         /// The server's `detail`, or the body.
         detail: String,
     },
+    /// The server refused the request before running any of it: `429` (its queue is full)
+    /// or `503` (it is draining, or at its connection limit). Resending it runs nothing twice.
+    #[error("{endpoint} refused the request ({status}): {detail}")]
+    Refused {
+        /// The endpoint.
+        endpoint: String,
+        /// The HTTP status code.
+        status: u16,
+        /// The server's `detail`, or the body.
+        detail: String,
+        /// When to try again, from the `Retry-After` header.
+        retry_after: Option<std::time::Duration>,
+    },
     /// The server's answer did not match the protocol.
     #[error("unexpected answer from {endpoint}: {message}")]
     Protocol {

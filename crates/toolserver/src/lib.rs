@@ -72,4 +72,6 @@ pub use error::{Error, Result};
 /// The hardened serving loop and the bearer check (the `rstar-http` crate, shared with `rstar serve`).
 pub use rstar_http as http;
 pub use rstar_http::bearer_matches;
-pub use server::{DRAINING_MESSAGE, ServerBuilder, ServerConfig, ServerHandle, router};
+pub use server::{
+    DEFAULT_MAX_QUEUE, DRAINING_MESSAGE, ServerBuilder, ServerConfig, ServerHandle, router,
+};

@@ -68,6 +68,20 @@ pub struct ServerConfig {
     /// request is refused after.
     #[serde(default = "default_body_timeout_s")]
     pub body_timeout_s: f64,
+    /// Most calls the server holds at once, waiting for a worker or running. A request that
+    /// would take it past this is refused whole with `429 Too Many Requests` and a
+    /// `Retry-After` header before any of its calls runs, so memory stays bounded and a
+    /// client may resend it without running anything twice.
+    #[serde(default = "default_max_queue")]
+    pub max_queue: usize,
+}
+
+/// [`ServerConfig::max_queue`]'s default: 32,768 calls (two servers hold the paper's 45K calls
+/// in flight; a call waiting costs its code and a task, a few KiB).
+pub const DEFAULT_MAX_QUEUE: usize = 32_768;
+
+fn default_max_queue() -> usize {
+    DEFAULT_MAX_QUEUE
 }
 
 fn default_max_connections() -> usize {
@@ -109,6 +123,7 @@ impl ServerConfig {
             max_connections: default_max_connections(),
             header_timeout_s: default_header_timeout_s(),
             body_timeout_s: default_body_timeout_s(),
+            max_queue: DEFAULT_MAX_QUEUE,
         }
     }
 
@@ -165,6 +180,9 @@ impl ServerConfig {
         if self.max_connections == 0 {
             return Err(Error::Config("max_connections must be at least 1".into()));
         }
+        if self.max_queue == 0 {
+            return Err(Error::Config("max_queue must be at least 1".into()));
+        }
         Ok(())
     }
 }
@@ -210,6 +228,12 @@ impl ServerBuilder {
     /// The queue limit (see [`ServerConfig::queue_timeout_s`]).
     pub fn queue_timeout(mut self, limit: Duration) -> Self {
         self.config.queue_timeout_s = limit.as_secs_f64();
+        self
+    }
+
+    /// The most calls held at once (see [`ServerConfig::max_queue`]).
+    pub fn max_queue(mut self, calls: usize) -> Self {
+        self.config.max_queue = calls;
         self
     }
 
@@ -334,6 +358,12 @@ struct ServiceState {
     /// One permit per worker: a call holding one is (about to be) running.
     gate: Semaphore,
     waiting: AtomicUsize,
+    /// Calls admitted and not yet answered (waiting or running), at most `max_queue`.
+    admitted: AtomicUsize,
+    /// Requests refused because the queue was full.
+    refused: AtomicU64,
+    /// Calls run to their end (retries of a call whose worker died count once).
+    completed: AtomicU64,
     in_flight: AtomicUsize,
     idle: Notify,
     draining: AtomicBool,
@@ -350,6 +380,9 @@ impl ServiceState {
             config,
             gate: Semaphore::new(workers),
             waiting: AtomicUsize::new(0),
+            admitted: AtomicUsize::new(0),
+            refused: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
             draining: AtomicBool::new(false),
@@ -367,6 +400,42 @@ impl ServiceState {
             workers: pool.workers,
             restarts: pool.restarts,
             draining: self.draining.load(Ordering::SeqCst),
+            admitted: self.admitted.load(Ordering::SeqCst),
+            max_queue: self.config.max_queue,
+            refused: self.refused.load(Ordering::SeqCst),
+            completed: self.completed.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Reserves room for `calls` calls, or refuses the whole request (`429`, nothing runs).
+    /// Each admitted call frees its room when answered ([`Admitted`]).
+    fn admit(self: &Arc<Self>, calls: usize) -> Result<Vec<Admitted>, ApiError> {
+        let limit = self.config.max_queue;
+        if calls > limit {
+            return Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!(
+                    "submissions: {calls} calls exceed this server's queue limit of {limit}, so the request could never run (split it)"
+                ),
+            ));
+        }
+        let reserved = self
+            .admitted
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                (held + calls <= limit).then_some(held + calls)
+            });
+        match reserved {
+            Ok(_) => Ok((0..calls).map(|_| Admitted(Arc::clone(self))).collect()),
+            Err(held) => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                Err(ApiError(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "the queue is full: {held} calls are waiting or running and this server holds at most {limit}; \
+                         none of the request's {calls} calls ran, send them again later"
+                    ),
+                ))
+            }
         }
     }
 
@@ -395,7 +464,9 @@ impl ServiceState {
         call: ToolCall,
         enqueued: Instant,
         patient: bool,
+        admitted: Option<Admitted>,
     ) -> Result<ToolResult, Reason> {
+        let _admitted = admitted;
         let waiting = CountGuard::new(&self.waiting, None);
         let permit = if patient {
             self.gate
@@ -419,6 +490,7 @@ impl ServiceState {
             result = self.pool.run(call.clone()).await;
         }
         drop(permit);
+        self.completed.fetch_add(1, Ordering::SeqCst);
         Ok(result)
     }
 
@@ -429,10 +501,11 @@ impl ServiceState {
         sub: Submission,
         enqueued: Instant,
         patient: bool,
+        admitted: Admitted,
     ) -> SubmissionResult {
         let sub_id = sub.sub_id.clone().unwrap_or_else(|| self.make_id());
         let call = ToolCall::python(sub.solution, sub.input.unwrap_or_default());
-        let task = tokio::spawn(Arc::clone(self).execute(call, enqueued, patient));
+        let task = tokio::spawn(Arc::clone(self).execute(call, enqueued, patient, Some(admitted)));
         let outcome = task.await.unwrap_or(Err(Reason::InternalError));
         let limit = self.config.queue_timeout_s;
         match outcome {
@@ -517,6 +590,16 @@ fn to_run_code_response(r: &ToolResult, name: &str) -> RunCodeResponse {
     }
 }
 
+/// Room for one admitted call in the queue, freed when the call is answered (or dropped).
+#[derive(Debug)]
+struct Admitted(Arc<ServiceState>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.admitted.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 struct CountGuard<'a> {
     counter: &'a AtomicUsize,
     idle: Option<&'a Notify>,
@@ -551,6 +634,11 @@ impl IntoResponse for ApiError {
                 header::WWW_AUTHENTICATE,
                 header::HeaderValue::from_static("Bearer"),
             );
+        }
+        if self.0 == StatusCode::TOO_MANY_REQUESTS {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
         }
         response
     }
@@ -729,7 +817,8 @@ async fn single(
 ) -> Result<SubmissionResult, ApiError> {
     let enqueued = Instant::now();
     check_type(&sub, "")?;
-    Ok(state.judge(sub, enqueued, false).await)
+    let admitted = state.admit(1)?.pop().expect("one admitted call");
+    Ok(state.judge(sub, enqueued, false, admitted).await)
 }
 
 async fn run_batch(
@@ -795,13 +884,15 @@ async fn batch(
     for (i, sub) in batch.submissions.iter().enumerate() {
         check_type(sub, &format!("submissions[{i}]."))?;
     }
+    let admitted = state.admit(batch.submissions.len())?;
     let sub_id = batch.sub_id.unwrap_or_else(|| state.make_id());
     let futures: Vec<_> = batch
         .submissions
         .into_iter()
-        .map(|sub| {
+        .zip(admitted)
+        .map(|(sub, admitted)| {
             let state = Arc::clone(&state);
-            async move { state.judge(sub, enqueued, patient).await }
+            async move { state.judge(sub, enqueued, patient, admitted).await }
         })
         .collect();
     let mut results = Vec::with_capacity(futures.len());
@@ -896,7 +987,8 @@ async fn run_code(
     }
     let call = ToolCall::python(req.code, req.stdin.unwrap_or_default())
         .with_timeout(Duration::from_secs_f64(req.run_timeout));
-    let task = tokio::spawn(Arc::clone(&state).execute(call, enqueued, true));
+    let admitted = state.admit(1)?.pop();
+    let task = tokio::spawn(Arc::clone(&state).execute(call, enqueued, true, admitted));
     match task.await {
         Ok(Ok(r)) => Ok(axum::Json(to_run_code_response(&r, &state.config.name))),
         _ => Ok(axum::Json(to_run_code_response(
@@ -938,6 +1030,9 @@ async fn run_jupyter(
             "files, fetch_files: not supported by this server".into(),
         ));
     }
+    // One place in the queue for the whole notebook: its cells run one after another, and a
+    // notebook refused half-way would have run its first cells for nothing.
+    let _admitted = state.admit(1)?;
     let name = state.config.name.clone();
     let total = Duration::from_secs_f64(req.total_timeout);
     let mut cells = Vec::with_capacity(req.cells.len());
@@ -951,7 +1046,7 @@ async fn run_jupyter(
             return Ok(axum::Json(jupyter_timed_out(started, name)));
         }
         let call = ToolCall::jupyter(code.clone(), req.cells[..i].to_vec()).with_timeout(limit);
-        let task = tokio::spawn(Arc::clone(&state).execute(call, Instant::now(), true));
+        let task = tokio::spawn(Arc::clone(&state).execute(call, Instant::now(), true, None));
         let r = match task.await {
             Ok(Ok(r)) => r,
             _ => ToolResult::internal("the call could not be scheduled"),

@@ -8,6 +8,7 @@ mod toolserver {
     pub mod limits;
     pub mod load;
     pub mod python_clients;
+    pub mod queue;
     pub mod sandbox_fusion;
     pub mod shutdown;
     pub mod verify;

@@ -868,6 +868,7 @@ impl TrainConfig {
                 workers: 0,
                 timeout_secs: 5.0,
                 servers: Vec::new(),
+                latency_budget_secs: None,
             },
             record_entropy: false,
             checkpoint_every: 1,
@@ -1058,6 +1059,11 @@ impl TrainConfig {
             ),
             ("eval.temperature", self.eval.temperature, ""),
             ("tools.timeout_secs", self.tools.timeout_secs, ""),
+            (
+                "tools.latency_budget_secs",
+                self.tools.latency_budget_secs.unwrap_or(1.0),
+                " of seconds, or leave it out for no budget",
+            ),
         ];
         for (field, v, hint) in positive_numbers {
             if !(v.is_finite() && v > 0.0) {
@@ -1303,6 +1309,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("off_by_one"), "{err}");
+    }
+
+    #[test]
+    fn issue_46_the_tool_latency_budget_is_optional_and_positive() {
+        let json = serde_json::to_value(TrainConfig::smoke()).unwrap();
+        assert!(json["tools"].get("latency_budget_secs").is_none(), "{json}");
+        let mut c = TrainConfig::smoke();
+        c.tools.latency_budget_secs = Some(0.0);
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("`tools.latency_budget_secs`"), "{err}");
+        c.tools.latency_budget_secs = Some(2.5);
+        c.validate().unwrap();
+        let back: TrainConfig = serde_json::from_value(serde_json::to_value(&c).unwrap()).unwrap();
+        assert_eq!(back.tools.latency_budget_secs, Some(2.5));
     }
 
     #[test]

@@ -63,8 +63,14 @@ pub fn rl_line(record: &rl::StepRecord) -> String {
             record.time_rollout, record.time_tools, record.time_update
         )
     };
+    let latency = record.tool_latency.map_or(String::new(), |l| {
+        format!(
+            ", tool call p50 {:.1} ms p99 {:.1} ms max {:.1} ms",
+            l.p50_ms, l.p99_ms, l.max_ms
+        )
+    });
     format!(
-        "rl step {} [{}]: reward {:.3}, kept {} of {}, tool errors {:.1}% ({:.1}% in successes), clip {:.3}, kl {:.4}, entropy {:.3}, {:.1}s ({phases}) -> {}",
+        "rl step {} [{}]: reward {:.3}, kept {} of {}, tool errors {:.1}% ({:.1}% in successes){latency}, clip {:.3}, kl {:.4}, entropy {:.3}, {:.1}s ({phases}) -> {}",
         record.step,
         record.stage_name,
         record.all.accuracy,
@@ -78,4 +84,20 @@ pub fn rl_line(record: &rl::StepRecord) -> String {
         record.time_step,
         record.decision
     )
+}
+
+/// The warning for a step whose tool calls went over `tools.latency_budget_secs`, if any did.
+pub fn tool_budget_warning(record: &rl::StepRecord) -> Option<String> {
+    let l = record.tool_latency.filter(|l| l.over_budget > 0)?;
+    Some(format!(
+        "warning: step {}: {} of {} tool calls took longer than the {} s budget (tools.latency_budget_secs): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, of which waiting (queue, batching, transport) p99 {:.1} ms",
+        record.step,
+        l.over_budget,
+        l.calls,
+        l.budget_secs.unwrap_or(f64::NAN),
+        l.p50_ms,
+        l.p99_ms,
+        l.max_ms,
+        l.wait_p99_ms
+    ))
 }

@@ -503,6 +503,7 @@ impl<'a> Run<'a> {
             options: &config.rl,
             seed: config.seed,
             template: self.template,
+            tool_latency_budget_secs: config.tools.latency_budget_secs,
         };
         // The scheduled driver runs its calls on the same tools, asynchronously.
         let tools = self.tools.async_tools();
@@ -527,6 +528,9 @@ impl<'a> Run<'a> {
                 record.logprob_diff_max.unwrap_or(f64::NAN),
                 config.rl.logprob_diff_warn
             ));
+        }
+        if let Some(line) = super::observer::tool_budget_warning(&record) {
+            self.observer.log(&line);
         }
         if let Some(d) = record.dispatch.as_ref().filter(|d| d.engines_lost > 0) {
             self.observer.log(&format!(

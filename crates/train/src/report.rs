@@ -32,6 +32,81 @@ pub struct TrainReport {
     /// The sampling temperature of the avg@k evaluations (`eval.temperature`).
     #[serde(default = "one")]
     pub eval_temperature: f64,
+    /// The RL steps' tool-call latency, when the tools timed their calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_latency: Option<RunToolLatency>,
+}
+
+/// The tool-call latency over a run's RL steps (each step's is in `metrics.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunToolLatency {
+    /// Steps that made tool calls.
+    pub steps: usize,
+    /// Tool calls in all.
+    pub calls: usize,
+    /// The median over those steps of each step's median latency.
+    pub p50_ms: f64,
+    /// The largest step p99 latency.
+    pub p99_ms_max: f64,
+    /// The slowest call.
+    pub max_ms: f64,
+    /// The budget (`tools.latency_budget_secs`), when one was set.
+    pub budget_secs: Option<f64>,
+    /// Steps with calls over the budget.
+    pub steps_over_budget: Vec<u64>,
+}
+
+impl RunToolLatency {
+    /// The summary of `steps`; `None` when none timed a tool call.
+    pub fn of(steps: &[rl::StepRecord]) -> Option<Self> {
+        let timed: Vec<(u64, rstar_rollout::timing::ToolLatency)> = steps
+            .iter()
+            .filter_map(|s| s.tool_latency.map(|l| (s.step, l)))
+            .collect();
+        if timed.is_empty() {
+            return None;
+        }
+        let mut p50: Vec<f64> = timed.iter().map(|(_, l)| l.p50_ms).collect();
+        p50.sort_by(f64::total_cmp);
+        let worst = |f: fn(&rstar_rollout::timing::ToolLatency) -> f64| {
+            timed.iter().map(|(_, l)| f(l)).fold(0.0, f64::max)
+        };
+        Some(RunToolLatency {
+            steps: timed.len(),
+            calls: timed.iter().map(|(_, l)| l.calls).sum(),
+            p50_ms: p50[(p50.len() - 1) / 2],
+            p99_ms_max: worst(|l| l.p99_ms),
+            max_ms: worst(|l| l.max_ms),
+            budget_secs: timed.iter().find_map(|(_, l)| l.budget_secs),
+            steps_over_budget: timed
+                .iter()
+                .filter(|(_, l)| l.over_budget > 0)
+                .map(|(s, _)| *s)
+                .collect(),
+        })
+    }
+
+    /// The report's line.
+    pub fn line(&self) -> String {
+        let budget = match self.budget_secs {
+            None => String::new(),
+            Some(b) if self.steps_over_budget.is_empty() => {
+                format!("; every step within the {b} s budget")
+            }
+            Some(b) => format!(
+                "; steps over the {b} s budget: {}",
+                self.steps_over_budget
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        format!(
+            "tool calls: {} in {} RL steps, p50 {:.1} ms (median step), p99 {:.1} ms (worst step), slowest {:.1} ms{budget}\n",
+            self.calls, self.steps, self.p50_ms, self.p99_ms_max, self.max_ms
+        )
+    }
 }
 
 fn yes() -> bool {
@@ -116,6 +191,9 @@ impl TrainReport {
                 100.0 * (b - a)
             ));
         }
+        if let Some(l) = &self.tool_latency {
+            s.push_str(&l.line());
+        }
         s
     }
 }
@@ -166,6 +244,7 @@ pub(crate) fn report_from_files(
         total_secs: started.elapsed().as_secs_f64(),
         finished,
         eval_temperature,
+        tool_latency: RunToolLatency::of(&steps),
     })
 }
 
@@ -215,7 +294,60 @@ mod tests {
             total_secs: 0.0,
             finished: true,
             eval_temperature: 0.8,
+            tool_latency: None,
         }
+    }
+
+    /// A `metrics.jsonl` line of step `step` with `tool_latency` as given.
+    fn step_record(step: u64, tool_latency: serde_json::Value) -> rl::StepRecord {
+        let stats = serde_json::to_value(TrajectoryStats::default()).unwrap();
+        serde_json::from_value(serde_json::json!({
+            "step": step, "stage": 0, "stage_name": "short", "roc": true, "prompts": 1,
+            "rollouts": 2, "all": stats, "kept": stats, "equal_reward_groups": 0,
+            "roc_metrics": {}, "clip_frac": 0.0, "ppo_kl": 0.0, "entropy": 0.0, "pg_loss": 0.0,
+            "grad_norm": 0.0, "updates": 1, "time_rollout": 1.0, "time_tools": 0.5,
+            "time_update": 1.0, "rollout_tokens_per_sec": 10.0, "decision": "stay",
+            "tool_latency": tool_latency,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_run_tool_latency_names_the_steps_over_budget() {
+        let timed = |calls: usize, p50: f64, p99: f64, max: f64, over: usize| {
+            serde_json::json!({"calls": calls, "p50_ms": p50, "p99_ms": p99, "max_ms": max,
+                "wait_p50_ms": 1.0, "wait_p99_ms": 2.0, "wait_max_ms": 3.0,
+                "budget_secs": 0.5, "over_budget": over})
+        };
+        let steps = [
+            step_record(1, timed(10, 4.0, 9.0, 12.0, 0)),
+            step_record(2, serde_json::Value::Null),
+            step_record(3, timed(6, 8.0, 700.0, 900.0, 2)),
+            step_record(4, timed(4, 5.0, 6.0, 7.0, 0)),
+        ];
+        let l = RunToolLatency::of(&steps).unwrap();
+        // The median of the step medians 4, 5, 8 is 5.
+        assert_eq!(
+            (l.steps, l.calls, l.p50_ms, l.p99_ms_max, l.max_ms),
+            (3, 20, 5.0, 700.0, 900.0)
+        );
+        assert_eq!(
+            (l.budget_secs, l.steps_over_budget.clone()),
+            (Some(0.5), vec![3])
+        );
+        assert_eq!(
+            l.line(),
+            "tool calls: 20 in 3 RL steps, p50 5.0 ms (median step), p99 700.0 ms (worst step), slowest 900.0 ms; steps over the 0.5 s budget: 3\n"
+        );
+        assert_eq!(RunToolLatency::of(&steps[1..2]), None);
+        let warning = crate::observer::tool_budget_warning(&steps[2]).unwrap();
+        assert!(
+            warning.starts_with(
+                "warning: step 3: 2 of 6 tool calls took longer than the 0.5 s budget"
+            ),
+            "{warning}"
+        );
+        assert_eq!(crate::observer::tool_budget_warning(&steps[0]), None);
     }
 
     #[test]

@@ -36,6 +36,7 @@ use rstar_episode::episode::{Limits, Trajectory};
 use rstar_episode::template::{Template, TemplateFormat};
 use rstar_episode::toolcall::OutcomeKind;
 use rstar_rollout::scheduled::{AsyncTools, ScheduleConfig, run_scheduled_blocking};
+use rstar_rollout::timing::ToolLatency;
 use rstar_rollout::{
     Prompt, RolloutConfig, RolloutOutput, TrajectoryStats, mix_seed, rollout, rollout_chunked,
 };
@@ -158,6 +159,11 @@ pub struct StepRecord {
     /// The scheduled driver: what each engine did in the step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch: Option<DispatchRecord>,
+    /// The step's tool calls: latency and queue-wait percentiles, and the calls over
+    /// `tools.latency_budget_secs`; absent when the tools do not time their calls or none
+    /// was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_latency: Option<ToolLatency>,
 }
 
 /// What each engine did in a scheduled step (`metrics.jsonl`'s `dispatch`): the dispatch
@@ -249,6 +255,9 @@ pub struct StepInputs<'a> {
     /// The prompt and tool-call layout (compact for the character model, ChatML for HF
     /// tokenizers).
     pub template: TemplateFormat,
+    /// `tools.latency_budget_secs`: tool calls slower than this are counted in the record's
+    /// `tool_latency.over_budget`.
+    pub tool_latency_budget_secs: Option<f64>,
 }
 
 /// Runs one GRPO(-RoC) step and returns the updated model, the record (without the curriculum
@@ -325,6 +334,10 @@ pub fn step_on(
     if let (Some(remote), Some(version)) = (remote, &version) {
         remote.publish(&policy, version)?;
     }
+    // Only this step's calls: not the evaluation's or the hard stage's check before it.
+    if let Some(t) = tools.timings() {
+        t.take();
+    }
     let rolled = step_rollouts(
         &policy,
         tokenizer,
@@ -337,6 +350,9 @@ pub fn step_on(
     )?;
     let out = rolled.output;
     let dispatch = rolled.dispatch;
+    let tool_latency = tools
+        .timings()
+        .and_then(|t| t.take_summary(inputs.tool_latency_budget_secs));
     let gap = rolled
         .engine_logprobs
         .as_deref()
@@ -388,6 +404,7 @@ pub fn step_on(
         logprob_diff_max: gap.map(|g| g.0),
         logprob_diff_mean: gap.map(|g| g.1),
         dispatch,
+        tool_latency,
     };
     Ok((model.with_precision(previous), record, trajectories))
 }

@@ -44,10 +44,12 @@ fn scheduled_step(
         options: &options,
         seed: 11,
         template: rstar_agent::template::TemplateFormat::Compact,
+        tool_latency_budget_secs: None,
     };
     let async_tools: Arc<dyn AsyncTools> = Arc::new(PoolTools {
         pool: pool().pool().clone(),
         timeout: None,
+        timings: Default::default(),
     });
     let (_, record, trajectories) = rl::step_with(
         model,

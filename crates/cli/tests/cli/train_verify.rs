@@ -90,6 +90,10 @@ fn local_and_remote_agree(dir: &Path, config: &str, extra: &[&str]) {
             verify,
         ];
         args.extend_from_slice(extra);
+        // The remote run has a budget no call can meet (1 µs): every step is reported (#46).
+        if verify == "remote" {
+            args.extend_from_slice(&["--tool-latency-budget", "0.000001"]);
+        }
         let (ok, stdout, stderr) = rstar(&args);
         assert!(ok, "{name}: {stdout}{stderr}");
         (out, format!("{stdout}{stderr}"))
@@ -114,6 +118,38 @@ fn local_and_remote_agree(dir: &Path, config: &str, extra: &[&str]) {
     );
     assert!(!l.is_empty());
     assert_eq!(scores(&l), scores(&r));
+    // Every step times its tool calls; only the remote run had a budget, and every call
+    // of it was over.
+    for (m, budget) in l
+        .iter()
+        .map(|m| (m, None))
+        .chain(r.iter().map(|m| (m, Some(1e-6))))
+    {
+        let t = &m["tool_latency"];
+        let calls = t["calls"].as_u64().expect("tool_latency.calls");
+        assert!(calls > 0, "{m}");
+        assert!(
+            t["p50_ms"].as_f64().unwrap() <= t["max_ms"].as_f64().unwrap(),
+            "{m}"
+        );
+        assert_eq!(t["budget_secs"].as_f64(), budget, "{m}");
+        let over = if budget.is_some() { calls } else { 0 };
+        assert_eq!(t["over_budget"].as_u64(), Some(over), "{m}");
+    }
+    assert!(!local_log.contains("took longer than"), "{local_log}");
+    assert!(
+        remote_log.contains("warning: step 1: ")
+            && remote_log.contains("tool calls took longer than the 0.000001 s budget"),
+        "{remote_log}"
+    );
+    assert!(
+        remote_log.contains("steps over the 0.000001 s budget: 1"),
+        "{remote_log}"
+    );
+    assert!(
+        local_log.contains("tool calls: ") && local_log.contains("(worst step)"),
+        "{local_log}"
+    );
     let accuracy: f64 = l
         .iter()
         .map(|m| m["all"]["accuracy"].as_f64().unwrap())

@@ -18,11 +18,13 @@ fn sandboxed_calls_answer_and_time_out() {
         workers: 2,
         timeout_secs: 1.0,
         servers: Vec::new(),
+        latency_budget_secs: None,
     })
     .expect("the sandbox starts (set RSTAR_PYTHON)");
     let tools = Arc::new(PoolTools {
         pool: pool.pool().clone(),
         timeout: Some(Duration::from_secs(1)),
+        timings: Default::default(),
     });
     // Rollout 0 prints 6*7 then answers; rollout 1 loops forever then answers.
     let script: Script = Arc::new(|r, turn| {

@@ -36,9 +36,13 @@ async fn ping_status_and_run_fields() {
     assert_eq!(
         keys(&status),
         [
+            "admitted",
+            "completed",
             "draining",
+            "max_queue",
             "num_workers",
             "queue",
+            "refused",
             "restarts",
             "running",
             "workers"

@@ -22,6 +22,7 @@ pub fn pool() -> &'static BlockingPool {
             workers: 2,
             timeout_secs: 5.0,
             servers: Vec::new(),
+            latency_budget_secs: None,
         })
         .expect("the sandbox starts")
     })
@@ -32,6 +33,7 @@ pub fn tools() -> PoolTools {
     PoolTools {
         pool: pool().pool().clone(),
         timeout: None,
+        timings: Default::default(),
     }
 }
 

@@ -122,10 +122,24 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
         options: &options,
         seed: 4,
         template: rstar_episode::template::TemplateFormat::Compact,
+        // Every call takes longer than no time at all: all of them are over this budget.
+        tool_latency_budget_secs: Some(0.0),
     };
     let (model, rec, trajectories) =
         rl::step(model, &mut optimizer, &Tokenizer::char(), &inputs, &tools()).unwrap();
     assert_eq!(rec.rollouts, 4 * 2 * 4);
+    // Every call that reached the sandbox was timed (a call that did not parse never does).
+    let made: usize = trajectories.iter().map(|t| t.tool_calls.len()).sum();
+    let l = rec.tool_latency.expect("the rollouts called the tools");
+    assert!(
+        l.calls > 0 && l.calls <= made,
+        "{l:?}, {made} calls recorded"
+    );
+    assert!(
+        l.p50_ms <= l.p99_ms && l.p99_ms <= l.max_ms && l.wait_max_ms <= l.max_ms,
+        "{l:?}"
+    );
+    assert_eq!((l.budget_secs, l.over_budget), (Some(0.0), l.calls));
     assert_eq!(trajectories.len(), rec.rollouts);
     assert!(rec.kept.count <= 4 * 4);
     assert_eq!(
