@@ -57,26 +57,14 @@ pub fn run(args: &[String]) -> Result<()> {
         "verifier" => {
             let python = crate::venv::ensure_bench()?;
             let root = crate::util::root();
-            crate::util::step(
-                "build rstar (release)",
-                crate::util::cargo().args([
-                    "build",
-                    "--release",
-                    "-p",
-                    "rstar-cli",
-                    "--bin",
-                    "rstar",
-                ]),
-            )?;
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+            let rstar = crate::util::release_rstar()?;
             crate::util::step(
                 "bench rstar-verifier against math-verify",
                 crate::util::cargo()
                     .args(["bench", "-p", "rstar-verifier", "--bench", "verifier"])
                     .env("RSTAR_PYTHON", python)
                     .env("RSTAR_PEER", root.join("xtask/bench/verifier_peer.py"))
-                    .env("RSTAR_BIN", target.join("release").join("rstar")),
+                    .env("RSTAR_BIN", &rstar),
             )
         }
         "python" => {
@@ -179,26 +167,14 @@ pub fn run(args: &[String]) -> Result<()> {
         "toolserver" => {
             let python = crate::venv::ensure()?;
             let root = crate::util::root();
-            crate::util::step(
-                "build rstar (release)",
-                crate::util::cargo().args([
-                    "build",
-                    "--release",
-                    "-p",
-                    "rstar-cli",
-                    "--bin",
-                    "rstar",
-                ]),
-            )?;
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+            let rstar = crate::util::release_rstar()?;
             crate::util::step(
                 "bench rstar-toolserver at the paper's scale",
                 crate::util::cargo()
                     .args(["bench", "-p", "rstar-toolserver", "--bench", "toolserver"])
                     .env("RSTAR_PYTHON", python)
                     .env("RSTAR_FLOOR", root.join("xtask/bench/fork_floor.py"))
-                    .env("RSTAR_BIN", target.join("release").join("rstar")),
+                    .env("RSTAR_BIN", &rstar),
             )
         }
         "scheduler" => crate::util::step(

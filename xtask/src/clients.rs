@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{cargo, root, step};
+use crate::util::{root, step};
 use crate::venv::{create, pip_install};
 
 /// Bump to remake the virtualenv.
@@ -81,12 +81,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let python = ensure_venv(&root)?;
     let wheel = crate::wheel::build(&python)?;
     crate::wheel::install(&python, &wheel)?;
-    step(
-        "build rstar (release)",
-        cargo().args(["build", "--release", "-p", "rstar-cli", "--bin", "rstar"]),
-    )?;
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let rstar = crate::util::release_rstar()?;
     let shared = std::env::var_os("RSTAR_SHARED")
         .map_or_else(|| root.join("..").join("shared"), PathBuf::from);
     let examples = root.join("crates").join("python").join("examples");
@@ -100,7 +95,7 @@ pub fn run(args: &[String]) -> Result<()> {
             .arg(&out)
             .env("PYTHONDONTWRITEBYTECODE", "1"),
     )?;
-    let (server, addr) = verify_server(&target.join("release").join("rstar"))?;
+    let (server, addr) = verify_server(&rstar)?;
     step(
         "OpenRLHF's remote reward-model client against rstar verify serve",
         Command::new(&python)

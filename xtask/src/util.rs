@@ -22,6 +22,17 @@ pub fn cargo() -> Command {
     cmd
 }
 
+/// Builds the release `rstar` binary and returns its path (under `CARGO_TARGET_DIR` when set).
+pub fn release_rstar() -> Result<PathBuf> {
+    step(
+        "build rstar (release)",
+        cargo().args(["build", "--release", "-p", "rstar-cli", "--bin", "rstar"]),
+    )?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    Ok(target.join("release").join("rstar"))
+}
+
 /// Runs a command to completion, echoing it first and timing it; fails on a non-zero exit.
 pub fn step(label: &str, cmd: &mut Command) -> Result<()> {
     eprintln!("==> {label}: {cmd:?}");

@@ -784,23 +784,22 @@ impl Shared {
         let mut attempt = 0;
         let mut refusals = Refusals::default();
         loop {
-            let res: Result<SubmissionResult> = match self.gate.acquire().await {
-                Ok(_permit) => {
-                    let ep = self.pick(1).await;
-                    self.post(ep, "/run", &sub, 1).await
-                }
-                Err(_) => {
+            // The permit is held for the request only, not for the backoff below.
+            let (ep, res): (usize, Result<SubmissionResult>) = {
+                let Ok(_permit) = self.gate.acquire().await else {
                     return SubmissionResult::failed(
                         sub_id,
                         Reason::InternalError,
                         "the client is shut down",
                     );
-                }
+                };
+                let ep = self.pick(1).await;
+                (ep, self.post(ep, "/run", &sub, 1).await)
             };
             let last = attempt >= self.max_retries;
             match res {
                 Err(e @ Error::Refused { .. }) => {
-                    if let Some(r) = self.refused(&mut refusals, &e, &sub_id) {
+                    if let Some(r) = self.refused(&mut refusals, ep, &e, &sub_id) {
                         return r;
                     }
                     continue;
@@ -853,29 +852,23 @@ impl Shared {
         }
     }
 
-    /// Notes a refusal: the endpoint counts as full for its `Retry-After` (or the backoff), so
+    /// Notes a refusal by endpoint `ep`: it counts as full for its `Retry-After` (or the backoff), so
     /// the next pick waits for room or goes elsewhere. `Some` (a `queue_timeout` result for
     /// `sub_id`) once the calls have been refused for longer than the patience.
     fn refused(
         &self,
         refusals: &mut Refusals,
+        ep: usize,
         e: &Error,
         sub_id: &str,
     ) -> Option<SubmissionResult> {
-        let Error::Refused {
-            endpoint,
-            retry_after,
-            ..
-        } = e
-        else {
+        let Error::Refused { retry_after, .. } = e else {
             return None;
         };
         let wait = retry_after
             .unwrap_or(self.backoff)
             .max(Duration::from_millis(10));
-        if let Some(ep) = self.endpoints.iter().find(|x| &x.url == endpoint) {
-            ep.refuse(wait);
-        }
+        self.endpoints[ep].refuse(wait);
         let since = *refusals.since.get_or_insert_with(Instant::now);
         refusals.count += 1;
         if refusals.count % 100 == 1 {
@@ -953,7 +946,7 @@ impl Shared {
                     pending = again;
                 }
                 Err(e @ Error::Refused { .. }) => {
-                    if let Some(r) = self.refused(&mut refusals, &e, "") {
+                    if let Some(r) = self.refused(&mut refusals, ep, &e, "") {
                         for (i, s) in pending.drain(..) {
                             let mut r = r.clone();
                             r.sub_id = s.sub_id.unwrap_or_default();
