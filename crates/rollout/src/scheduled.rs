@@ -267,7 +267,7 @@ impl AsyncTools for PoolTools {
 }
 
 impl PoolTools {
-    /// The pool's tools with its own time limit and a fresh [`ToolTimings`].
+    /// The pool's tools, with the pool's own time limit and a fresh [`ToolTimings`].
     pub fn new(pool: rstar_toolenv::Pool) -> Self {
         PoolTools {
             pool,

@@ -46,11 +46,7 @@ fn scheduled_step(
         template: rstar_agent::template::TemplateFormat::Compact,
         tool_latency_budget_secs: None,
     };
-    let async_tools: Arc<dyn AsyncTools> = Arc::new(PoolTools {
-        pool: pool().pool().clone(),
-        timeout: None,
-        timings: Default::default(),
-    });
+    let async_tools: Arc<dyn AsyncTools> = Arc::new(PoolTools::new(pool().pool().clone()));
     let (_, record, trajectories) = rl::step_with(
         model,
         &mut optimizer,

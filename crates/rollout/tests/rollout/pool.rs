@@ -22,9 +22,8 @@ fn sandboxed_calls_answer_and_time_out() {
     })
     .expect("the sandbox starts (set RSTAR_PYTHON)");
     let tools = Arc::new(PoolTools {
-        pool: pool.pool().clone(),
         timeout: Some(Duration::from_secs(1)),
-        timings: Default::default(),
+        ..PoolTools::new(pool.pool().clone())
     });
     // Rollout 0 prints 6*7 then answers; rollout 1 loops forever then answers.
     let script: Script = Arc::new(|r, turn| {

@@ -30,11 +30,7 @@ pub fn pool() -> &'static BlockingPool {
 
 /// The sandbox as the rollouts' tools.
 pub fn tools() -> PoolTools {
-    PoolTools {
-        pool: pool().pool().clone(),
-        timeout: None,
-        timings: Default::default(),
-    }
+    PoolTools::new(pool().pool().clone())
 }
 
 /// `n` training tasks of the embedded default.
