@@ -64,8 +64,9 @@ fn without_execution_times(text: &str) -> String {
     out
 }
 
-/// The lines of a JSONL file with the wall-clock fields removed (step times, and the
-/// execution times in the tool responses that trajectories record).
+/// The lines of a JSONL file with the wall-clock fields removed (step times, the tool calls'
+/// latencies, of which the count of calls stays, and the execution times in the tool
+/// responses that trajectories record).
 fn records(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -74,6 +75,9 @@ fn records(path: &Path) -> Vec<Value> {
             let mut v: Value = serde_json::from_str(&without_execution_times(l)).unwrap();
             if let Some(m) = v.as_object_mut() {
                 m.retain(|k, _| !k.starts_with("time_") && k != "secs" && !k.ends_with("per_sec"));
+                if let Some(latency) = m.get_mut("tool_latency").and_then(Value::as_object_mut) {
+                    latency.retain(|k, _| k == "calls" || k == "budget_secs");
+                }
             }
             v
         })
