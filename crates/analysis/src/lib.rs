@@ -24,6 +24,9 @@
 //! - [`entropy`]: where the policy hesitates ([`entropy::analyze`]; `rstar analyze entropy`).
 //! - [`records`]: the lines of `eval.jsonl` ([`records::EvalRow`]) and the trajectory
 //!   statistics inside them and inside `metrics.jsonl` ([`records::TrajectoryStats`]).
+//! - [`interval`]: 95% intervals of held-out accuracies ([`interval::Interval::wilson`]) and
+//!   of the difference of two ([`interval::Interval::difference`], Newcombe's), which the
+//!   trainer's table and the report show.
 //! - [`parse_trajectories`]: reads and validates trajectory JSONL, naming the line and field of
 //!   the first bad record. Errors are [`Error`].
 //!
@@ -45,6 +48,7 @@
 
 pub mod entropy;
 mod error;
+pub mod interval;
 pub mod plot;
 pub mod plots;
 pub mod records;

@@ -191,6 +191,17 @@ impl EvalRow {
         out
     }
 
+    /// The problems evaluated: the greedy pass's trajectories, one a problem.
+    pub fn problems(&self) -> usize {
+        self.greedy.count
+    }
+
+    /// The 95% Wilson interval over [`EvalRow::problems`] of one of this row's accuracies
+    /// (greedy or avg@k: [`crate::interval`] says why one interval serves both).
+    pub fn interval(&self, accuracy: f64) -> crate::interval::Interval {
+        crate::interval::Interval::wilson(accuracy, self.problems())
+    }
+
     /// The best of [`EvalRow::decodings`] (the first on ties): the decoding and its accuracy.
     pub fn best(&self, eval_temperature: f64) -> (Option<f64>, f64) {
         self.decodings(eval_temperature)

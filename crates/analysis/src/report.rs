@@ -461,21 +461,24 @@ fn eval_table(s: &mut String, r: &RunData) {
         .map_or_else(|| "?".to_string(), Value::to_string);
     let _ = writeln!(
         s,
-        "<table class=\"evals\"><thead><tr><th>phase</th><th>RL steps</th><th>held-out avg@{} (T = {})</th><th>greedy</th><th>tool calls</th><th>tool error rate</th><th>in successes</th><th>truncated</th></tr></thead><tbody>",
+        "<table class=\"evals\"><thead><tr><th>phase</th><th>RL steps</th><th>problems</th><th>held-out avg@{} (T = {})</th><th>greedy</th><th>tool calls</th><th>tool error rate</th><th>in successes</th><th>truncated</th></tr></thead><tbody>",
         html(&k_of(&r.evals)),
         html(&temperature)
     );
+    // Each accuracy with its 95% interval over the problems, as in the trainer's table.
+    let with_interval = |e: &EvalRow, x: f64| format!("{} {}", pct(x), e.interval(x));
     for e in &r.evals {
         let (avg, t) = match &e.sampled {
-            Some(x) => (pct(x.accuracy), x),
+            Some(x) => (with_interval(e, x.accuracy), x),
             None => ("-".to_string(), &e.greedy),
         };
         let _ = writeln!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{avg}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{avg}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             html(&e.phase),
             e.rl_steps,
-            pct(e.greedy.accuracy),
+            e.problems(),
+            with_interval(e, e.greedy.accuracy),
             t.tool_calls,
             pct(t.tool_error_rate),
             pct(t.tool_error_rate_success),
@@ -876,6 +879,7 @@ pub fn write(dirs: &[PathBuf], out: &Path) -> Result<Vec<RunData>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::TrajectoryStats;
 
     #[test]
     fn html_escapes_markup_quotes_and_controls() {
@@ -891,6 +895,47 @@ mod tests {
         assert_eq!(
             out,
             "a<mark class=\"code\">&lt;c&gt;x&lt;y&lt;/c&gt;</mark>b<mark class=\"answer\">&lt;answer&gt;1&lt;/answer&gt;</mark>"
+        );
+    }
+
+    #[test]
+    fn the_evaluation_table_gives_each_accuracy_with_its_interval() {
+        let stats = |count, accuracy| TrajectoryStats {
+            count,
+            accuracy,
+            ..TrajectoryStats::default()
+        };
+        let run = RunData {
+            dir: PathBuf::from("runs/x"),
+            name: "x".into(),
+            config: Some(serde_json::json!({"eval": {"temperature": 1.0}})),
+            sft: Vec::new(),
+            metrics: Vec::new(),
+            evals: vec![EvalRow {
+                phase: "stage short".into(),
+                rl_steps: 16,
+                greedy: stats(100, 0.95),
+                sampled: Some(stats(200, 0.52)),
+                avg_at_k: Some(0.52),
+                pass_at_k: Vec::new(),
+                more: Vec::new(),
+            }],
+            samples: Vec::new(),
+            problems: Vec::new(),
+        };
+        let mut s = String::new();
+        eval_table(&mut s, &run);
+        // Wilson's intervals over the 100 problems (statsmodels' `proportion_confint(...,
+        // method="wilson")`: 95/100 → [0.888, 0.978], 52/100 → [0.423, 0.615]).
+        assert!(
+            s.contains("<th>problems</th><th>held-out avg@2 (T = 1.0)</th><th>greedy</th>"),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "<tr><td>stage short</td><td>16</td><td>100</td><td>52.0% [42.3, 61.5]</td><td>95.0% [88.8, 97.8]</td>"
+            ),
+            "{s}"
         );
     }
 

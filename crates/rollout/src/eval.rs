@@ -242,6 +242,12 @@ impl EvalReport {
             ("problems".into(), s.problems.to_string()),
             ("samples per problem".into(), s.samples.to_string()),
             (format!("avg@{}", s.samples), format!("{:.4}", s.avg_at_k)),
+            (format!("avg@{} 95% interval", s.samples), {
+                // Wilson's over the problems (`rstar_analysis::interval` says why it covers
+                // avg@k).
+                let i = rstar_analysis::interval::Interval::wilson(s.avg_at_k, s.problems);
+                format!("[{:.4}, {:.4}]", i.lo, i.hi)
+            }),
         ];
         for p in &s.pass_at_k {
             rows.push((format!("pass@{}", p.k), format!("{:.4}", p.value)));
@@ -391,19 +397,21 @@ pub struct EvalProtocol {
 }
 
 impl EvalProtocol {
-    /// The paper's benchmarks as rStar2-Agent trains for them: the last stage of
-    /// [`rstar_curriculum::CurriculumConfig::rstar2_agent`] (12K response tokens, 15 turns), 16
-    /// samples a problem for avg@16 and pass@k, temperature 1.0 (the rollout temperature; the
-    /// report's evaluation temperature is not in the material we have) and no top-p.
+    /// The paper's benchmarks as the reference evaluates them (`examples/aime_eval.sh` in
+    /// microsoft/rStar: `data.max_response_length=30720`, `val_kwargs.n=16`): 30 720 response
+    /// tokens, 16 samples a problem for avg@16 and pass@k; the turn limit of the last stage of
+    /// [`rstar_curriculum::CurriculumConfig::rstar2_agent`] (15); temperature 1.0 (the
+    /// rollout temperature: the script does not set one) and no top-p.
     pub fn rstar2_agent() -> Self {
         let curriculum = rstar_curriculum::CurriculumConfig::rstar2_agent();
-        let (tokens, turns) = curriculum.stages.last().map_or((12_288, 15), |s| {
-            (s.max_response_tokens, s.max_assistant_turns)
-        });
+        let turns = curriculum
+            .stages
+            .last()
+            .map_or(15, |s| s.max_assistant_turns);
         EvalProtocol {
             name: "rstar2-agent".into(),
             samples: 16,
-            max_response_tokens: tokens as usize,
+            max_response_tokens: 30_720,
             max_assistant_turns: turns as usize,
             temperature: 1.0,
             top_p: None,
@@ -539,11 +547,12 @@ mod tests {
     }
 
     #[test]
-    fn the_rstar2_agent_protocol_is_the_last_stages_budget() {
+    fn the_rstar2_agent_protocol_is_the_reference_evaluation_budget() {
+        // examples/aime_eval.sh: 30 720 response tokens, 16 samples; 15 turns as the last stage.
         let p = EvalProtocol::by_name("rstar2-agent").unwrap();
         assert_eq!(
             (p.max_response_tokens, p.max_assistant_turns, p.samples),
-            (12_288, 15, 16)
+            (30_720, 15, 16)
         );
         assert_eq!((p.temperature, p.top_p), (1.0, None));
         let err = EvalProtocol::by_name("tiny").unwrap_err().to_string();

@@ -74,3 +74,25 @@ pub fn template_for(tokenizer: &Tokenizer) -> TemplateFormat {
         Tokenizer::Char(_) => TemplateFormat::Compact,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn the_tiny_held_out_set_is_500_distinct_problems_outside_the_rl_pool() {
+        let config = TrainConfig::tiny();
+        let (held_out, pool) = problems(&config).unwrap();
+        assert_eq!((held_out.len(), pool.len()), (500, config.rl.pool_size));
+        let held: HashSet<&str> = held_out.iter().map(|p| p.problem.as_str()).collect();
+        assert_eq!(held.len(), 500, "the held-out problems repeat");
+        // The hard stage filters the RL pool, so nothing it trains on is evaluated either.
+        let leaked: Vec<&str> = pool
+            .iter()
+            .map(|p| p.problem.as_str())
+            .filter(|p| held.contains(p))
+            .collect();
+        assert!(leaked.is_empty(), "held out and trained on: {leaked:?}");
+    }
+}

@@ -6,6 +6,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use rstar_analysis::interval::Interval;
+
 use crate::evaluation::decoding_name;
 use crate::{EvalRow, io_err, rl, sft};
 
@@ -120,11 +122,15 @@ fn one() -> f64 {
 impl TrainReport {
     /// The final table, one row after SFT and after each stage: held-out accuracy under
     /// greedy decoding and avg@k at every evaluated temperature (`eval.more_temperatures`,
-    /// then `eval.temperature`, the rollouts'), the best of these, then the tool columns
-    /// (calls per trace, tool error rate, the same in successful traces, truncation) of the
-    /// avg@k at `eval.temperature`, or of the greedy evaluation when `eval.samples` is 0.
-    /// A last line states the SFT policy's best decoding next to the final policy's and the
-    /// gain between them, the headline: RL must beat SFT at its best, not at one temperature.
+    /// then `eval.temperature`, the rollouts'), each with its 95% Wilson interval over the
+    /// problems, the best of these, its change from the row above with the 95% interval of
+    /// the difference (Newcombe's; `rstar_analysis::interval`), then the tool columns (calls
+    /// per trace, tool error rate, the same in successful traces, truncation) of the avg@k at
+    /// `eval.temperature`, or of the greedy evaluation when `eval.samples` is 0. A row whose
+    /// best decoding fell below the previous row's beyond that interval is marked `▼`, one
+    /// that rose beyond it `▲`. A last line states the SFT policy's best decoding next to the
+    /// final policy's and the gain between them with its interval, the headline: RL must beat
+    /// SFT at its best, not at one temperature.
     pub fn table(&self) -> String {
         let k = self
             .evals
@@ -140,21 +146,26 @@ impl TrainReport {
         }
         temps.sort_by(f64::total_cmp);
         temps.push(self.eval_temperature);
-        let mut s = String::from("| phase | RL steps | greedy |");
+        let mut s = String::from("| phase | RL steps | problems | greedy |");
         for t in &temps {
             s.push_str(&format!(" avg@{k} (T = {t}) |"));
         }
-        s.push_str(" best | tool calls | tool error rate | in successes | truncated |\n|");
-        s.push_str(&"---|".repeat(temps.len() + 8));
+        s.push_str(
+            " best | best vs above | tool calls | tool error rate | in successes | truncated |\n|",
+        );
+        s.push_str(&"---|".repeat(temps.len() + 10));
         s.push('\n');
         let pct = |x: f64| format!("{:.1}%", 100.0 * x);
-        for e in &self.evals {
+        let with_interval = |e: &EvalRow, x: f64| format!("{} {}", pct(x), e.interval(x));
+        let mut marked = false;
+        for (i, e) in self.evals.iter().enumerate() {
             let t = e.sampled.as_ref().unwrap_or(&e.greedy);
             s.push_str(&format!(
-                "| {} | {} | {} |",
+                "| {} | {} | {} | {} |",
                 e.phase,
                 e.rl_steps,
-                pct(e.greedy.accuracy)
+                e.problems(),
+                with_interval(e, e.greedy.accuracy)
             ));
             for &temp in &temps {
                 let at = e
@@ -162,12 +173,23 @@ impl TrainReport {
                     .into_iter()
                     .find(|d| d.0 == Some(temp))
                     .map(|d| d.1);
-                s.push_str(&format!(" {} |", at.map_or_else(|| "-".to_string(), pct)));
+                s.push_str(&format!(
+                    " {} |",
+                    at.map_or_else(|| "-".to_string(), |x| with_interval(e, x))
+                ));
             }
             let (best_at, best) = e.best(self.eval_temperature);
+            let change = match i.checked_sub(1).map(|j| &self.evals[j]) {
+                None => "-".to_string(),
+                Some(above) => {
+                    let change = change(above, e, self.eval_temperature);
+                    marked |= change.mark.is_some();
+                    change.cell()
+                }
+            };
             s.push_str(&format!(
-                " {} ({}) | {:.2} | {} | {} | {} |\n",
-                pct(best),
+                " {} ({}) | {change} | {:.2} | {} | {} | {} |\n",
+                with_interval(e, best),
                 decoding_name(best_at),
                 t.tool_calls,
                 pct(t.tool_error_rate),
@@ -175,26 +197,76 @@ impl TrainReport {
                 pct(t.truncation_rate)
             ));
         }
+        if marked {
+            s.push_str(
+                "\n▼ / ▲: the best decoding fell / rose from the row above beyond the 95% interval of the difference\n",
+            );
+        }
         if let (Some(first), Some(last)) = (self.evals.first(), self.evals.last())
             && self.evals.len() > 1
         {
             let (a_at, a) = first.best(self.eval_temperature);
             let (b_at, b) = last.best(self.eval_temperature);
+            let gain = change(first, last, self.eval_temperature);
             s.push_str(&format!(
-                "\nbest decoding: {} {} ({}), {} {} ({}): {:+.1} points\n",
+                "\nbest decoding: {} {} ({}), {} {} ({}): {:+.1} points {}\n",
                 first.phase,
-                pct(a),
+                with_interval(first, a),
                 decoding_name(a_at),
                 last.phase,
-                pct(b),
+                with_interval(last, b),
                 decoding_name(b_at),
-                100.0 * (b - a)
+                100.0 * (b - a),
+                gain.interval
             ));
         }
         if let Some(l) = &self.tool_latency {
             s.push_str(&l.line());
         }
         s
+    }
+
+    /// The rows whose best decoding fell below the row above's beyond the 95% interval of the
+    /// difference (the table's `▼`), by phase.
+    pub fn regressions(&self) -> Vec<String> {
+        self.evals
+            .windows(2)
+            .filter(|w| change(&w[0], &w[1], self.eval_temperature).mark == Some('▼'))
+            .map(|w| w[1].phase.clone())
+            .collect()
+    }
+}
+
+/// The change of the best decoding from `before` to `after`.
+struct Change {
+    /// `after − before`.
+    points: f64,
+    /// Its 95% interval.
+    interval: Interval,
+    /// `▼` or `▲` when the interval excludes 0.
+    mark: Option<char>,
+}
+
+impl Change {
+    fn cell(&self) -> String {
+        let mark = self.mark.map(|m| format!(" {m}")).unwrap_or_default();
+        format!("{:+.1} {}{mark}", 100.0 * self.points, self.interval)
+    }
+}
+
+fn change(before: &EvalRow, after: &EvalRow, eval_temperature: f64) -> Change {
+    let (_, a) = before.best(eval_temperature);
+    let (_, b) = after.best(eval_temperature);
+    let interval = Interval::difference(b, after.problems(), a, before.problems());
+    let mark = match (interval.lo > 0.0, interval.hi < 0.0) {
+        (true, _) => Some('▲'),
+        (_, true) => Some('▼'),
+        _ => None,
+    };
+    Change {
+        points: b - a,
+        interval,
+        mark,
     }
 }
 
@@ -351,54 +423,96 @@ mod tests {
     }
 
     #[test]
-    fn the_table_shows_every_decoding_and_the_gain_over_the_sft_best() {
+    fn the_table_shows_every_decoding_with_intervals_and_the_gain_over_the_sft_best() {
         // 400 sampled traces of 100 problems: avg@4; the tool columns are those at T = 0.8.
+        // The intervals are Wilson's over the 100 problems (statsmodels gives the same), the
+        // change's Newcombe's of the two best decodings.
         let mut last = row("stage hard", 0.9, Some(0.85), Some(0.93));
         last.rl_steps = 32;
         let table = report(vec![row("sft", 0.51, Some(0.4), Some(0.55)), last]).table();
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(
             lines[0],
-            "| phase | RL steps | greedy | avg@4 (T = 0.6) | avg@4 (T = 0.8) | best | tool calls | tool error rate | in successes | truncated |"
+            "| phase | RL steps | problems | greedy | avg@4 (T = 0.6) | avg@4 (T = 0.8) | best | best vs above | tool calls | tool error rate | in successes | truncated |"
         );
-        assert_eq!(lines[1], "|---|---|---|---|---|---|---|---|---|---|");
+        assert_eq!(
+            lines[1],
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"
+        );
         assert_eq!(
             lines[2],
-            "| sft | 0 | 51.0% | 55.0% | 40.0% | 55.0% (T = 0.6) | 1.50 | 22.2% | 8.9% | 0.0% |"
+            "| sft | 0 | 100 | 51.0% [41.3, 60.6] | 55.0% [45.2, 64.4] | 40.0% [30.9, 49.8] | 55.0% [45.2, 64.4] (T = 0.6) | - | 1.50 | 22.2% | 8.9% | 0.0% |"
         );
         assert_eq!(
             lines[3],
-            "| stage hard | 32 | 90.0% | 93.0% | 85.0% | 93.0% (T = 0.6) | 1.50 | 22.2% | 8.9% | 0.0% |"
+            "| stage hard | 32 | 100 | 90.0% [82.6, 94.5] | 93.0% [86.3, 96.6] | 85.0% [76.7, 90.7] | 93.0% [86.3, 96.6] (T = 0.6) | +38.0 [26.4, 48.4] ▲ | 1.50 | 22.2% | 8.9% | 0.0% |"
         );
+        assert!(lines[5].starts_with("▼ / ▲: "), "{table}");
         assert_eq!(
-            lines[5],
-            "best decoding: sft 55.0% (T = 0.6), stage hard 93.0% (T = 0.6): +38.0 points"
+            lines[7],
+            "best decoding: sft 55.0% [45.2, 64.4] (T = 0.6), stage hard 93.0% [86.3, 96.6] (T = 0.6): +38.0 points [26.4, 48.4]"
         );
-        // Greedy wins ties and when it is best.
+        // Greedy wins ties and when it is best; a 10-point drop on 100 problems is within
+        // the interval of the difference, so it is not marked.
         let table = report(vec![
             row("sft", 0.6, Some(0.4), Some(0.6)),
             row("x", 0.5, Some(0.5), None),
         ])
         .table();
         assert!(
-            table.contains("best decoding: sft 60.0% (greedy), x 50.0% (greedy): -10.0 points"),
+            table.contains("best decoding: sft 60.0% [50.2, 69.1] (greedy), x 50.0% [40.4, 59.6] (greedy): -10.0 points [-23.2, 3.7]"),
             "{table}"
         );
         assert!(
-            table.contains("| x | 0 | 50.0% | - | 50.0% | 50.0% (greedy) |"),
+            table.contains("| x | 0 | 100 | 50.0% [40.4, 59.6] | - | 50.0% [40.4, 59.6] | 50.0% [40.4, 59.6] (greedy) | -10.0 [-23.2, 3.7] |"),
             "{table}"
         );
+        assert!(!table.contains('▼') && !table.contains('▲'), "{table}");
+    }
+
+    #[test]
+    fn a_stage_below_the_one_before_beyond_the_interval_is_marked() {
+        let on = |problems: usize, mut r: EvalRow| {
+            r.greedy.count = problems;
+            r
+        };
+        // On 500 problems: sft 60%, short 95%, long 90% (a drop of 5 points: [-8.3, -1.7]),
+        // hard 92% (+2 from long, within its interval).
+        let r = report(vec![
+            on(500, row("sft", 0.6, None, None)),
+            on(500, row("stage short", 0.95, None, None)),
+            on(500, row("stage long", 0.90, None, None)),
+            on(500, row("stage hard", 0.92, None, None)),
+        ]);
+        let table = r.table();
+        let long = table
+            .lines()
+            .find(|l| l.starts_with("| stage long"))
+            .unwrap();
+        assert!(long.contains("| -5.0 [-8.3, -1.7] ▼ |"), "{long}");
+        let hard = table
+            .lines()
+            .find(|l| l.starts_with("| stage hard"))
+            .unwrap();
+        assert!(!hard.contains('▼') && !hard.contains('▲'), "{hard}");
+        assert_eq!(r.regressions(), vec!["stage long".to_string()]);
+        // The same drop on 100 problems cannot be told from noise.
+        let r = report(vec![
+            row("stage short", 0.95, None, None),
+            row("stage long", 0.90, None, None),
+        ]);
+        assert!(r.regressions().is_empty(), "{}", r.table());
     }
 
     #[test]
     fn without_samples_the_table_shows_greedy_tool_errors() {
         let table = report(vec![row("sft", 0.99, None, None)]).table();
         assert!(
-            table.starts_with("| phase | RL steps | greedy | avg@k (T = 0.8) | best |"),
+            table.starts_with("| phase | RL steps | problems | greedy | avg@k (T = 0.8) | best |"),
             "{table}"
         );
         assert!(
-            table.contains("| sft | 0 | 99.0% | - | 99.0% (greedy) | 1.50 | 0.0% | 0.0% | 0.0% |"),
+            table.contains("| sft | 0 | 100 | 99.0% [94.6, 99.8] | - | 99.0% [94.6, 99.8] (greedy) | - | 1.50 | 0.0% | 0.0% | 0.0% |"),
             "{table}"
         );
         assert!(!table.contains("best decoding"), "{table}");

@@ -374,6 +374,7 @@ pub fn step_on(
         &kept_trajectories,
         o,
         inputs.step,
+        step_lr(o, inputs.step) * inputs.stage.lr_scale,
     )?;
     let time_update = started.elapsed().as_secs_f64();
     let record = StepRecord {
@@ -564,6 +565,7 @@ fn update(
     kept: &[Trajectory],
     o: &RlOptions,
     step: u64,
+    lr: f64,
 ) -> Result<(Qwen, UpdateMetrics), Error> {
     let mut m = UpdateMetrics::default();
     if kept.is_empty() {
@@ -606,7 +608,7 @@ fn update(
             .collect()
     });
     // The same rates for every mini-batch of the step (the gains keep their ids).
-    let lr = rl_learning_rate(&model, step_lr(o, step), o.gain_lr_multiplier);
+    let lr = rl_learning_rate(&model, lr, o.gain_lr_multiplier);
     for (c, parts) in micro.iter().enumerate() {
         let olds = olds.as_ref().map(|o| o[c].as_slice());
         let Some((mut grads, b)) = mini_batch_gradients_threads(

@@ -32,13 +32,18 @@ problems = { hard = { k = 4, below = 0.75 } }
 steps = 10
 reset_optimizer = true
 temperature = 0.8
+lr_scale = 0.25
 "#;
     let c = CurriculumConfig::from_toml_str(text, "c.toml").unwrap();
     assert_eq!(c.stages.len(), 2);
     assert!(matches!(c.stages[0].until, Some(Trigger::All(ref v)) if v.len() == 2));
     assert_eq!(c.stages[1].problems, ProblemSet::Hard { k: 4, below: 0.75 });
     assert_eq!(c.stages[0].temperature, 1.0);
+    assert_eq!((c.stages[0].lr_scale, c.stages[1].lr_scale), (1.0, 0.25));
     assert_eq!(c.total_steps(), Some(30));
+    // An lr_scale of 1 is left out of the TOML written back.
+    let text = c.to_toml();
+    assert_eq!(text.matches("lr_scale").count(), 1, "{text}");
 }
 
 fn err(text: &str) -> String {
@@ -82,6 +87,15 @@ fn errors_name_file_and_field() {
         "[[stage]]\nname = \"a\"\nmax_response_tokens = 10\nmax_assistant_turns = 2\nsteps = 1\nproblems = { hard = { k = 8, below = 2.0 } }\n",
     );
     assert!(e.contains("`problems.hard.below` must be in (0, 1]"), "{e}");
+    for scale in ["0.0", "-1.0", "nan"] {
+        let e = err(&format!(
+            "[[stage]]\nname = \"a\"\nmax_response_tokens = 10\nmax_assistant_turns = 2\nsteps = 1\nlr_scale = {scale}\n"
+        ));
+        assert!(
+            e.contains("stage 0 (`a`): `lr_scale` must be a finite number > 0"),
+            "{scale}: {e}"
+        );
+    }
     assert!(err("").contains("stage"), "an empty file has no stage");
 }
 
@@ -123,4 +137,10 @@ fn presets_by_name_and_table() {
         "{table}"
     );
     assert_eq!(lines[5], "total: 510 steps at most");
+    // The learning-rate column: every stage of the paper's at the run's rate.
+    assert!(lines[0].contains("  lr  "), "{table}");
+    assert!(lines[2..5].iter().all(|l| l.contains(" ×1 ")), "{table}");
+    let mut tiny = CurriculumConfig::tiny();
+    tiny.stages[1].lr_scale = 0.25;
+    assert!(tiny.table().lines().nth(3).unwrap().contains(" ×0.25 "));
 }

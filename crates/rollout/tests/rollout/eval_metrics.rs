@@ -136,6 +136,14 @@ fn metrics_match_hand_computation() {
         table.contains("pass@2") && table.contains("0.5000"),
         "{table}"
     );
+    // avg@4 = 1/3 over 3 problems: Wilson's 95% interval (statsmodels' `proportion_confint`
+    // gives the same).
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("avg@4 95% interval") && l.ends_with(" [0.0615, 0.7923]")),
+        "{table}"
+    );
 }
 
 #[test]

@@ -113,6 +113,7 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
     let pool = prompts(&ts);
     let before = weights(&model);
     let twin = model.clone();
+    let slow_twin = model.clone();
     let mut optimizer: ModuleOptimizer = adamw(0.0);
     let inputs = StepInputs {
         step: 1,
@@ -201,6 +202,31 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
     assert_eq!(ids(&twin_trajectories), ids(&trajectories));
     assert_eq!((twin_rec.all, twin_rec.kept), (rec.all, rec.kept));
     assert_eq!(weights(&twin), weights(&model));
+    // The same step in a stage at half the learning rate (`lr_scale`): Adam's first step moves
+    // each weight by lr · g / (|g| + ε), so the policy moves exactly half as far.
+    let slow = Stage::new("s", 160, 3).steps(1).lr_scale(0.5);
+    let (slow_twin, ..) = rl::step(
+        slow_twin,
+        &mut adamw(0.0),
+        &Tokenizer::char(),
+        &StepInputs {
+            stage: &slow,
+            ..inputs
+        },
+        &tools(),
+    )
+    .unwrap();
+    let (full, half) = (weights(&model), weights(&slow_twin));
+    let mut moved = 0;
+    for ((b, f), h) in before.iter().zip(&full).zip(&half) {
+        let (df, dh) = (f - b, h - b);
+        assert!(
+            (dh - 0.5 * df).abs() <= 1e-7 + 1e-3 * df.abs(),
+            "{b} moved by {df} at the run's rate and {dh} at half of it"
+        );
+        moved += usize::from(df != 0.0);
+    }
+    assert!(moved > 0);
     // Plain GRPO rolls out G per prompt.
     let mut plain = options.clone();
     plain.roc = rstar_train::RocOptions::off();
