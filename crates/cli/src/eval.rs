@@ -31,15 +31,19 @@ use rstar_agent::template::{Template, TemplateFormat};
 pub struct Args {
     /// A model directory (HF layout: config.json, *.safetensors, tokenizer) or the URL of an
     /// OpenAI-compatible server, `http://host:port[/v1]`.
+    #[arg(long, required_unless_present = "compare")]
+    pub model: Option<String>,
+    /// A PEFT LoRA adapter directory (adapter_config.json, adapter_model.safetensors) to fold
+    /// into the --model directory before evaluating.
     #[arg(long)]
-    pub model: String,
+    pub adapter: Option<PathBuf>,
     #[arg(long, default_value = "flex", help = crate::backend::HELP)]
     pub backend: String,
     /// The problems: a JSONL file (../shared/datasets layout) or a verl parquet file.
-    #[arg(long)]
-    pub data: PathBuf,
-    /// An evaluation protocol: `rstar2-agent` (the paper's last stage: 12K response tokens, 15
-    /// turns; 16 samples, temperature 1.0); the flags below override it.
+    #[arg(long, required_unless_present = "compare")]
+    pub data: Option<PathBuf>,
+    /// An evaluation protocol: `rstar2-agent` (the reference evaluation's 30 720 response
+    /// tokens and 16 samples, 15 turns, temperature 1.0); the flags below override it.
     #[arg(long)]
     pub preset: Option<String>,
     /// Samples per problem (k of avg@k and pass@k) [default: 1, or the preset's].
@@ -109,10 +113,22 @@ pub struct Args {
     /// built-in character tokenizer (ignored for a model directory).
     #[arg(long)]
     pub tokenizer: Option<String>,
+    /// Compare two evaluations instead of running one: the `--out` directories (or
+    /// results.jsonl files) of two `rstar eval` runs on the same problems. Prints both
+    /// accuracies, the paired difference B − A with its 95% interval, and the problems that
+    /// flipped (solved by a majority of samples in one and not the other).
+    #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with_all = ["model", "data", "adapter"])]
+    pub compare: Option<Vec<PathBuf>>,
 }
 
 /// Runs `rstar eval`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(pair) = &args.compare {
+        return crate::compare::run(&pair[0], &pair[1], args.json);
+    }
+    let (Some(model_arg), Some(data)) = (args.model.clone(), args.data.clone()) else {
+        bail!("--model and --data are required (or --compare A B)");
+    };
     let policy: DispatchPolicy = args.dispatch.parse().map_err(|_| {
         anyhow::anyhow!(
             "--dispatch: `{}` is not one of kv-aware, least-requests, static",
@@ -142,7 +158,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let sampling = Sampling::from_openai(Some(temperature), top_p, None)
         .map_err(|e| anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
-    let remote = args.model.starts_with("http://") || args.model.starts_with("https://");
+    let remote = model_arg.starts_with("http://") || model_arg.starts_with("https://");
+    if remote && args.adapter.is_some() {
+        bail!(
+            "--adapter folds an adapter into a model directory; a server URL serves its own model"
+        );
+    }
 
     // The tokenizer and, for a local model, the model.
     let (tokenizer, local) = if remote {
@@ -153,7 +174,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         (load_tokenizer(spec)?, None)
     } else {
-        let dir = PathBuf::from(&args.model);
+        let dir = PathBuf::from(&model_arg);
         if !dir.is_dir() {
             bail!(
                 "--model {}: not a directory (expected a model directory with config.json and safetensors, or an http:// URL)",
@@ -162,6 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         let (model, tok) = rstar_policy::load_dir(&dir, &crate::backend::device_of(&args.backend)?)
             .with_context(|| format!("loading the model {}", dir.display()))?;
+        let model = crate::lora::with_adapter(model, args.adapter.as_deref())?;
         (tok, Some(model))
     };
     let template = match args.template.as_deref() {
@@ -196,14 +218,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         limit: args.limit,
         ..DatasetOptions::new()
     };
-    let mut prompts = load_prompts_with(&args.data, &options)?;
+    let mut prompts = load_prompts_with(&data, &options)?;
     let mode = match args.verifier.as_str() {
         "auto" => rstar_verifier::Mode::detect(prompts.iter().map(|p| p.answer.as_str())),
         other => other
             .parse::<rstar_verifier::Mode>()
             .map_err(|e| anyhow::anyhow!("--verifier: {e} (or auto)"))?,
     };
-    eprintln!("{}: scoring with the {mode} verifier", args.data.display());
+    eprintln!("{}: scoring with the {mode} verifier", data.display());
     let verifier = rstar_verifier::Verifier::new();
     let scorable = |answer: &str| verifier.check_truth(mode, answer).is_ok();
     if args.skip_unscorable {
@@ -212,7 +234,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if prompts.len() < before {
             eprintln!(
                 "{}: left out {} of {before} problems whose ground truth the {mode} verifier cannot score",
-                args.data.display(),
+                data.display(),
                 before - prompts.len()
             );
         }
@@ -220,13 +242,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!(
             "{}: problem `{}`: the {mode} verifier cannot score the ground truth {:?}; \
              pass --skip-unscorable to leave such problems out, or choose --verifier",
-            args.data.display(),
+            data.display(),
             p.id,
             p.answer
         );
     }
     if prompts.is_empty() {
-        bail!("{}: no problems to evaluate", args.data.display());
+        bail!("{}: no problems to evaluate", data.display());
     }
 
     let stops: Vec<String> = Template::of(template)
@@ -256,10 +278,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => {
             for i in 0..args.engines {
-                let mut config = RemoteEngineConfig::new(args.model.clone(), stops.clone());
+                let mut config = RemoteEngineConfig::new(model_arg.clone(), stops.clone());
                 config.sampling = sampling;
                 config.logprobs = args.record_entropy;
-                config.name = Some(format!("{}#{i}", args.model));
+                config.name = Some(format!("{}#{i}", model_arg));
                 generators.push(Arc::new(RemoteEngine::new(config, Arc::clone(&tokenizer))?));
             }
         }
@@ -324,19 +346,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let run = run?;
     let out = args.out.clone().unwrap_or_else(|| {
-        let stem = args
-            .data
+        let stem = data
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "data".into());
         PathBuf::from("eval").join(stem)
     });
-    let mut summary = EvalSummaryFile::new(
-        &run,
-        &eval_options,
-        &args.model,
-        &args.data.display().to_string(),
-    );
+    let mut summary =
+        EvalSummaryFile::new(&run, &eval_options, &model_arg, &data.display().to_string());
     summary.sampling = Some(sampling);
     summary.protocol = protocol;
     let paths = write_outputs(&out, &run, &summary)?;

@@ -23,9 +23,11 @@ use clap::{Parser, Subcommand};
 
 mod analyze;
 pub mod backend;
+mod compare;
 mod curriculum;
 mod eval;
 mod info;
+mod lora;
 mod report;
 mod roc;
 mod serve;
@@ -83,6 +85,8 @@ pub enum Command {
     Train(train::Args),
     /// Write a run's self-contained HTML report (config, evaluations, plots, trajectories; two runs: compared).
     Report(report::Args),
+    /// LoRA adapters in PEFT's layout: `merge` folds one into its base as a plain HF directory.
+    Lora(lora::Args),
 }
 
 /// Parses the process arguments, runs the chosen subcommand and maps errors to
@@ -105,6 +109,7 @@ pub fn main() -> ExitCode {
         Command::Eval(args) => eval::run(args),
         Command::Tasks(args) => tasks::run(args),
         Command::Report(args) => report::run(args),
+        Command::Lora(args) => lora::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

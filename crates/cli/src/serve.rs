@@ -27,6 +27,10 @@ pub struct Args {
     /// checkpoints (the same layout).
     #[arg(long)]
     pub model: PathBuf,
+    /// A PEFT LoRA adapter directory (adapter_config.json, adapter_model.safetensors) folded
+    /// into --model: the server serves the adapted model.
+    #[arg(long)]
+    pub adapter: Option<PathBuf>,
     #[arg(long, default_value = "flex", help = crate::backend::HELP)]
     pub backend: String,
     /// Port to listen on (0 picks a free one and prints it).
@@ -92,6 +96,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     };
     let (model, tokenizer) = rstar_policy::load_dir_with(&args.model, &device, verify)
         .with_context(|| format!("loading the model from {}", args.model.display()))?;
+    let model = crate::lora::with_adapter(model, args.adapter.as_deref())?;
     let name = args
         .served_model_name
         .clone()

@@ -16,8 +16,10 @@ mod cli {
 
     mod analyze;
     mod basics;
+    mod compare;
     mod curriculum;
     mod eval;
+    mod lora;
     mod resume;
     mod robust;
     mod roc;

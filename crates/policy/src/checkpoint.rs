@@ -157,7 +157,7 @@ fn from_parsed(
 }
 
 /// [`Error::NonFinite`] when `data` holds a NaN or an infinity.
-fn check_finite(path: &Path, name: &str, data: &[f32]) -> Result<()> {
+pub(crate) fn check_finite(path: &Path, name: &str, data: &[f32]) -> Result<()> {
     match data.iter().position(|x| !x.is_finite()) {
         None => Ok(()),
         Some(first) => Err(Error::NonFinite {
@@ -324,7 +324,7 @@ pub fn safetensors_bytes(
     })
 }
 
-fn to_f32(view: &TensorView<'_>) -> Option<Vec<f32>> {
+pub(crate) fn to_f32(view: &TensorView<'_>) -> Option<Vec<f32>> {
     let data = view.data();
     Some(match view.dtype() {
         Dtype::F32 => data

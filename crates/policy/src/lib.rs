@@ -61,6 +61,7 @@ pub mod error;
 mod fused;
 pub mod generate;
 pub mod logprobs;
+pub mod lora;
 pub mod model;
 pub mod precision;
 pub mod tokenizer;
@@ -82,6 +83,7 @@ pub use logprobs::{
     sequence_loss_chunked, sequence_nll, sequence_nll_chunked, sequence_target_logprobs,
     sequence_target_logprobs_chunked, sequence_target_loss, target_logprobs, token_logprobs,
 };
+pub use lora::LoraConfig;
 pub use model::{KvCache, Qwen, TensorSpec, tensor_specs};
 pub use precision::Precision;
 pub use tokenizer::{CharTokenizer, Tokenizer};

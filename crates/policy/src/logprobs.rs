@@ -136,7 +136,8 @@ fn over_logit_chunks<const N: usize>(
 ///    `[batch, seq]` graph gives `g_logp = ∂L/∂logp` and `g_ent = ∂L/∂entropy`;
 /// 4. the logits are recomputed chunk by chunk and the gradient with respect to them is written
 ///    in closed form, `G = g_logp·(onehot(y) − p) − g_ent·p·(log p + H)`, then projected at
-///    once: `∂L/∂h = G·Wᵀ` (`[batch, seq, d_model]`) and `∂L/∂W = Σ hᵀ·G` (`[d_model, vocab]`);
+///    once: `∂L/∂h = G·Wᵀ` (`[batch, seq, d_model]`) and `∂L/∂W = Σ hᵀ·G` (`[d_model, vocab]`,
+///    only when the head requires a gradient: with LoRA it is frozen and this is skipped);
 /// 5. the result is `S − sg(S) + sg(L)` with the surrogate `S = Σ h ⊙ sg(∂L/∂h) + Σ W ⊙
 ///    sg(∂L/∂W)`: its value is `L`, and its backward pushes exactly those gradients through
 ///    the decoder and the output projection (or the tied embedding).
@@ -173,6 +174,8 @@ pub fn sequence_loss_chunked<T, E>(
         .cast(FloatDType::F32);
     let head = model.head();
     let tracked = hidden.is_tracked();
+    // A frozen head (LoRA trains the projections only) gets no `[d_model, vocab]` gradient.
+    let head_tracked = head.is_tracked();
     let plain_hidden = hidden.clone().without_autodiff();
     let plain_head = head.clone().without_autodiff();
     let chunks = Chunks::new(b, n, model.config.vocab_size, max_logit_elements);
@@ -202,7 +205,7 @@ pub fn sequence_loss_chunked<T, E>(
     let d = plain_hidden.dims()[2];
     let vocab = model.config.vocab_size;
     let device = plain_hidden.device();
-    let mut grad_head = Tensor::<2>::zeros([d, vocab], &device);
+    let mut grad_head = head_tracked.then(|| Tensor::<2>::zeros([d, vocab], &device));
     let mut grad_rows = Vec::new();
     for r in chunks.rows() {
         let mut grad_cols = Vec::new();
@@ -235,14 +238,19 @@ pub fn sequence_loss_chunked<T, E>(
                     .clone()
                     .matmul(plain_head.clone().transpose().unsqueeze()),
             );
-            let flat_h = h.reshape([rb * pn, d]);
-            let flat_g = grad_logits.reshape([rb * pn, vocab]);
-            grad_head = grad_head + flat_h.transpose().matmul(flat_g);
+            if let Some(acc) = grad_head.take() {
+                let flat_h = h.reshape([rb * pn, d]);
+                let flat_g = grad_logits.reshape([rb * pn, vocab]);
+                grad_head = Some(acc + flat_h.transpose().matmul(flat_g));
+            }
         }
         grad_rows.push(Tensor::cat(grad_cols, 1));
     }
     let grad_hidden = Tensor::cat(grad_rows, 0);
-    let surrogate = (hidden * grad_hidden.autodiff()).sum() + (head * grad_head.autodiff()).sum();
+    let mut surrogate = (hidden * grad_hidden.autodiff()).sum();
+    if let Some(grad_head) = grad_head {
+        surrogate = surrogate + (head * grad_head.autodiff()).sum();
+    }
     Ok((surrogate.clone() - surrogate.detach() + value, extra))
 }
 

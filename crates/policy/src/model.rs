@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::config::QwenConfig;
 use crate::error::{Error, Result};
+use crate::lora::{LayerLora, LoraPair, QwenLora, Target};
 use crate::precision::Precision;
 
 /// The value masked attention scores are set to. Finite, so that a query row
@@ -105,6 +106,9 @@ pub struct Qwen {
     /// Whether the fused CPU kernels run where they apply; see [`Qwen::with_fused_kernels`].
     #[module(skip)]
     pub fused_kernels: bool,
+    /// LoRA adapters over the (then frozen) projections; see [`Qwen::with_lora`]. The last
+    /// field, so the adapters come after the base in the parameter visiting order.
+    pub lora: Option<QwenLora>,
 }
 
 /// Per-layer cached keys and values for incremental decoding.
@@ -229,7 +233,7 @@ pub fn tensor_specs(config: &QwenConfig) -> Vec<TensorSpec> {
     out
 }
 
-fn transpose_host(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+pub(crate) fn transpose_host(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0.0; data.len()];
     for r in 0..rows {
         for c in 0..cols {
@@ -357,6 +361,7 @@ impl Qwen {
             config,
             precision: Precision::F32,
             fused_kernels: true,
+            lora: None,
         })
     }
 
@@ -377,20 +382,26 @@ impl Qwen {
         })
     }
 
-    /// The tensors in HF names and layout (for saving), in [`tensor_specs`] order.
+    /// The tensors in HF names and layout (for saving), in [`tensor_specs`] order. With LoRA
+    /// adapters, each adapted projection is the merged weight `W + s·A·B`, so what is saved or
+    /// published is the model that computes; [`Qwen::adapter_tensors`] gives the adapters alone.
     pub fn hf_tensors(&self) -> Result<Vec<(TensorSpec, Vec<f32>)>> {
         let specs = tensor_specs(&self.config);
         let mut params: Vec<Tensor<2>> = Vec::new();
         let mut vecs: Vec<Tensor<1>> = Vec::new();
         params.push(self.embed_tokens.val());
-        for l in &self.layers {
+        for (i, l) in self.layers.iter().enumerate() {
+            let merged = |w: &Param<Tensor<2>>, t: Target| match self.adapter(i, t) {
+                Some((p, scale)) => w.val() + p.merged_delta(scale),
+                None => w.val(),
+            };
             vecs.push(l.input_layernorm.val());
             let a = &l.self_attn;
             params.extend([
-                a.q_proj.val(),
-                a.k_proj.val(),
-                a.v_proj.val(),
-                a.o_proj.val(),
+                merged(&a.q_proj, Target::QProj),
+                merged(&a.k_proj, Target::KProj),
+                merged(&a.v_proj, Target::VProj),
+                merged(&a.o_proj, Target::OProj),
             ]);
             for b in [&a.q_bias, &a.k_bias, &a.v_bias, &a.q_norm, &a.k_norm]
                 .into_iter()
@@ -400,9 +411,9 @@ impl Qwen {
             }
             vecs.push(l.post_attention_layernorm.val());
             params.extend([
-                l.mlp.gate_proj.val(),
-                l.mlp.up_proj.val(),
-                l.mlp.down_proj.val(),
+                merged(&l.mlp.gate_proj, Target::GateProj),
+                merged(&l.mlp.up_proj, Target::UpProj),
+                merged(&l.mlp.down_proj, Target::DownProj),
             ]);
         }
         vecs.push(self.norm.val());
@@ -428,6 +439,12 @@ impl Qwen {
             out.push((spec, data));
         }
         Ok(out)
+    }
+
+    /// Layer `layer`'s adapter on `target` with its scale, if any.
+    fn adapter(&self, layer: usize, target: Target) -> Option<(&LoraPair, f64)> {
+        let lora = self.lora.as_ref()?;
+        Some((lora.layers[layer].get(target)?, lora.scale))
     }
 
     /// The same model computing in `precision`. With [`Precision::Bf16`] the weights are cast to
@@ -582,6 +599,7 @@ impl Qwen {
                 fused_norms,
                 host_tables: host_tables.as_ref(),
                 pads,
+                lora: self.lora.as_ref().map(|lora| (&lora.layers[l], lora.scale)),
             };
             x = layer.forward(x, &pass, kv);
         }
@@ -599,7 +617,7 @@ impl DecoderLayer {
         pass: &Pass<'_>,
         kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
     ) -> Tensor<3> {
-        let (c, dtype, fused) = (pass.c, pass.dtype, pass.fused_norms);
+        let (c, fused) = (pass.c, pass.fused_norms);
         let h = norm(x.clone(), &self.input_layernorm, c.rms_norm_eps, fused);
         let x = x + self.self_attn.forward(h, pass, kv);
         let h = norm(
@@ -608,14 +626,15 @@ impl DecoderLayer {
             c.rms_norm_eps,
             fused,
         );
-        x + self.mlp.forward(h, dtype, fused)
+        x + self.mlp.forward(h, pass)
     }
 }
 
 impl Mlp {
-    fn forward(&self, x: Tensor<3>, dtype: FloatDType, fused: bool) -> Tensor<3> {
-        let gate = linear(x.clone(), weight(&self.gate_proj, dtype), None);
-        let up = linear(x, weight(&self.up_proj, dtype), None);
+    fn forward(&self, x: Tensor<3>, pass: &Pass<'_>) -> Tensor<3> {
+        let fused = pass.fused_norms;
+        let gate = project(x.clone(), &self.gate_proj, None, pass, Target::GateProj);
+        let up = project(x, &self.up_proj, None, pass, Target::UpProj);
         #[cfg(feature = "flex")]
         let product = fused.then(|| crate::fused::swiglu(&gate, &up)).flatten();
         #[cfg(not(feature = "flex"))]
@@ -624,7 +643,7 @@ impl Mlp {
             None
         };
         let product = product.unwrap_or_else(|| silu(gate) * up);
-        linear(product, weight(&self.down_proj, dtype), None)
+        project(product, &self.down_proj, None, pass, Target::DownProj)
     }
 }
 
@@ -635,12 +654,23 @@ impl Attention {
         pass: &Pass<'_>,
         kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
     ) -> Tensor<3> {
+        let heads = self.attend(x, pass, kv);
+        project(heads, &self.o_proj, None, pass, Target::OProj)
+    }
+
+    /// Everything before `o_proj`: q/k/v, their norms and RoPE, and attention, returning the
+    /// heads side by side, `[batch, seq, heads·head_dim]`.
+    fn attend(
+        &self,
+        x: Tensor<3>,
+        pass: &Pass<'_>,
+        kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
+    ) -> Tensor<3> {
         let Pass {
             cos,
             sin,
             bias,
             c,
-            dtype,
             fused_norms,
             host_tables,
             ..
@@ -649,13 +679,15 @@ impl Attention {
         let x_tracked = x.is_autodiff();
         let (h, kvh, hd) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
         let g = h / kvh;
-        let proj = |w: &Param<Tensor<2>>, bias: &Option<Param<Tensor<1>>>, heads: usize| {
-            let bias = bias.as_ref().map(|p| weight(p, dtype));
-            linear(x.clone(), weight(w, dtype), bias).reshape([b, t, heads, hd])
+        let proj = |w: &Param<Tensor<2>>,
+                    bias: &Option<Param<Tensor<1>>>,
+                    target: Target,
+                    heads: usize| {
+            project(x.clone(), w, bias.as_ref(), pass, target).reshape([b, t, heads, hd])
         };
-        let mut q = proj(&self.q_proj, &self.q_bias, h); // [b, t, h, hd]
-        let mut k = proj(&self.k_proj, &self.k_bias, kvh); // [b, t, kvh, hd]
-        let v = proj(&self.v_proj, &self.v_bias, kvh).swap_dims(1, 2); // [b, kvh, t, hd]
+        let mut q = proj(&self.q_proj, &self.q_bias, Target::QProj, h); // [b, t, h, hd]
+        let mut k = proj(&self.k_proj, &self.k_bias, Target::KProj, kvh); // [b, t, kvh, hd]
+        let v = proj(&self.v_proj, &self.v_bias, Target::VProj, kvh).swap_dims(1, 2); // [b, kvh, t, hd]
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q = norm(q, qn, c.rms_norm_eps, fused_norms);
             k = norm(k, kn, c.rms_norm_eps, fused_norms);
@@ -672,7 +704,7 @@ impl Attention {
                 crate::fused::causal_attention(&q, &k, &v, 1.0 / (hd as f32).sqrt())
             });
             if let Some(out) = fused {
-                return linear(out, weight(&self.o_proj, dtype), None);
+                return out;
             }
         }
         #[cfg(not(feature = "flex"))]
@@ -696,7 +728,7 @@ impl Attention {
             // A decoding step over the cache: one op, reading the grouped K/V in place.
             let scale = 1.0 / (hd as f32).sqrt();
             if let Some(out) = crate::fused::decode_attention(&q, &k, &v, pass.pads, scale) {
-                return linear(out, weight(&self.o_proj, dtype), None);
+                return out;
             }
         }
         if !x_tracked {
@@ -721,8 +753,7 @@ impl Attention {
                 bias,
                 AttentionModuleOptions::default(),
             );
-            let out = out.swap_dims(1, 2).reshape([b, t, h * hd]);
-            return linear(out, weight(&self.o_proj, dtype), None);
+            return out.swap_dims(1, 2).reshape([b, t, h * hd]);
         }
         // Grouped-query attention without copying K/V: query head `kv·g + j`
         // uses KV head `kv`, so the g query heads of a group are stacked along
@@ -739,8 +770,28 @@ impl Attention {
         }
         let probs = softmax(scores, 3).reshape([b, kvh, g * t, tk]);
         let out = probs.matmul(v).reshape([b, h, t, hd]); // [b, h, t, hd]
-        let out = out.swap_dims(1, 2).reshape([b, t, h * hd]);
-        linear(out, weight(&self.o_proj, dtype), None)
+        out.swap_dims(1, 2).reshape([b, t, h * hd])
+    }
+}
+
+/// A projection `x·W (+ bias)`, plus `s·(x·A)·B` where the pass's layer has an adapter on
+/// `target`: the one place every linear map of a decoder layer goes through.
+fn project(
+    x: Tensor<3>,
+    w: &Param<Tensor<2>>,
+    bias: Option<&Param<Tensor<1>>>,
+    pass: &Pass<'_>,
+    target: Target,
+) -> Tensor<3> {
+    let bias = bias.map(|p| weight(p, pass.dtype));
+    let adapter = pass
+        .lora
+        .and_then(|(layer, scale)| Some((layer.get(target)?, scale)));
+    match adapter {
+        None => linear(x, weight(w, pass.dtype), bias),
+        Some((pair, scale)) => {
+            linear(x.clone(), weight(w, pass.dtype), bias) + pair.delta(x, scale, pass.dtype)
+        }
     }
 }
 
@@ -759,6 +810,8 @@ struct Pass<'a> {
     host_tables: Option<&'a HostTables>,
     /// Each row's left padding.
     pads: &'a [usize],
+    /// This layer's adapters and their scale, with LoRA.
+    lora: Option<(&'a LayerLora, f64)>,
 }
 
 /// RoPE's cos and signed sin `[batch, seq, head_dim]` on the host, for the fused kernels.

@@ -5,7 +5,9 @@ mod policy {
     mod common;
     mod generation;
     mod kv_cache;
+    mod lora;
     mod parity;
+    mod peft;
     mod tokenizer_hf;
     mod training;
     #[cfg(feature = "wgpu")]
