@@ -27,6 +27,8 @@ fn logits(model: &Qwen, ids: &[u32]) -> Vec<f32> {
 fn merge_writes_a_plain_hf_directory_with_pefts_merged_logits() {
     let base = rstar_testdata::fixture("qwen/qwen3_tiny");
     let peft = rstar_testdata::fixture("peft");
+    // PEFT's case 1 adapter, copied into rstar-policy's test data.
+    let case_1 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy/tests/data/peft/case_1");
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("merged");
     let (code, _, stderr) = rstar(&[
@@ -35,7 +37,7 @@ fn merge_writes_a_plain_hf_directory_with_pefts_merged_logits() {
         "--base",
         base.to_str().unwrap(),
         "--adapter",
-        peft.join("case_1").to_str().unwrap(),
+        case_1.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -88,7 +90,7 @@ fn merge_writes_a_plain_hf_directory_with_pefts_merged_logits() {
         "--base",
         base.to_str().unwrap(),
         "--adapter",
-        peft.join("case_1").to_str().unwrap(),
+        case_1.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -212,4 +214,57 @@ fn eval_with_an_adapter_answers_as_its_merged_directory() {
     ]);
     assert_ne!(code, 0);
     assert!(stderr.contains("--adapter"), "{stderr}");
+}
+
+#[test]
+fn serve_with_an_adapter_answers_as_its_merged_directory() {
+    use super::common::{Listening, command};
+    use super::serve_common::post;
+    let tmp = tempfile::tempdir().unwrap();
+    model_and_adapter(tmp.path());
+    let (base, adapter) = (tmp.path().join("base"), tmp.path().join("adapter"));
+    let merged = tmp.path().join("merged");
+    let (code, _, stderr) = rstar(&[
+        "lora",
+        "merge",
+        "--base",
+        base.to_str().unwrap(),
+        "--adapter",
+        adapter.to_str().unwrap(),
+        "--out",
+        merged.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let complete = |model: &Path, adapter: Option<&Path>| -> Value {
+        let mut cmd = command();
+        cmd.args([
+            "serve",
+            "--port",
+            "0",
+            "--served-model-name",
+            "m",
+            "--model",
+        ])
+        .arg(model);
+        if let Some(a) = adapter {
+            cmd.arg("--adapter").arg(a);
+        }
+        let server = Listening::start(&mut cmd);
+        let (status, out) = post(
+            &server.addr,
+            "/v1/completions",
+            &serde_json::json!({"model": "m", "prompt": "12*34=", "max_tokens": 12, "temperature": 0}),
+        );
+        assert_eq!(status, 200, "{out}");
+        let (ok, rest) = server.stop("INT");
+        assert!(ok, "{rest}");
+        out["choices"][0]["text"].clone()
+    };
+    let with_adapter = complete(&base, Some(&adapter));
+    assert_eq!(with_adapter, complete(&merged, None));
+    assert_ne!(
+        with_adapter,
+        complete(&base, None),
+        "the adapter changes the answer"
+    );
 }

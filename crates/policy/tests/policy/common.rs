@@ -12,6 +12,14 @@ pub fn fixture_dir(name: &str) -> PathBuf {
     rstar_testdata::fixture(&format!("qwen/{name}"))
 }
 
+/// PEFT's adapter directories for the tiny Qwen3, copied into `tests/data/peft` (their README
+/// says from where): `case_1`, `case_2`, `case_3`.
+pub fn peft_adapter(case: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/peft")
+        .join(case)
+}
+
 /// The recorded HF outputs of a fixture model.
 pub fn reference(name: &str) -> Value {
     let path = fixture_dir(name).join("reference.json");

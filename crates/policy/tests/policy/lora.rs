@@ -300,7 +300,7 @@ fn pefts_adapters_give_pefts_logits() {
     assert_eq!(cases.len(), 3);
     for case in cases {
         let name = case["name"].as_str().unwrap();
-        let adapter = dir.join(case["dir"].as_str().unwrap());
+        let adapter = peft_adapter(case["dir"].as_str().unwrap());
         let tuned = load_adapter(load("qwen3_tiny"), &adapter).unwrap();
         let config = &tuned.lora.as_ref().unwrap().config;
         assert_eq!(config.scale(), case["scaling"].as_f64().unwrap(), "{name}");

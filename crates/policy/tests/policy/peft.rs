@@ -36,8 +36,14 @@ fn read_file(path: &Path) -> BTreeMap<String, (String, Vec<usize>, Vec<f32>)> {
         .collect()
 }
 
+/// A PEFT adapter directory (copied into the crate's test data) or, for the merged weights, the
+/// shared fixture.
 fn peft_case(name: &str) -> PathBuf {
-    rstar_testdata::fixture(&format!("peft/{name}"))
+    if name.starts_with("case_") && !name.ends_with(".safetensors") {
+        peft_adapter(name)
+    } else {
+        rstar_testdata::fixture(&format!("peft/{name}"))
+    }
 }
 
 /// A random adapter of case 1's config (r 4, alpha 8, all seven targets) on the tiny Qwen3.
