@@ -545,6 +545,9 @@ impl RunLog {
             counts: Counts::default(),
             evals: Vec::new(),
         };
+        if let Some(text) = lora_text(run) {
+            log.text("run/lora", 0, &text)?;
+        }
         for kind in [LineKind::Sft, LineKind::Rl, LineKind::Eval] {
             let path = run.join(kind.file());
             if !path.exists() {
@@ -667,6 +670,37 @@ impl RunLog {
             .join("\n---\n\n");
         self.text(tag, step, &text)
     }
+}
+
+/// What a LoRA run trains, from its `config.json` (`sft.lora`, `rl.lora`): `rl: LoRA rank 16
+/// (alpha 32) on q_proj, …`, a line a phase; `None` for full fine-tuning or without the file.
+pub fn lora_text(run: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(run.join("config.json")).ok()?;
+    let config: Value = serde_json::from_str(&text).ok()?;
+    let lines: Vec<String> = ["sft", "rl"]
+        .into_iter()
+        .filter_map(|phase| {
+            let lora = config.get(phase)?.get("lora")?;
+            let targets: Vec<&str> = lora
+                .get("targets")?
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            Some(format!(
+                "{phase}: LoRA rank {} (alpha {}{}) on {}",
+                lora.get("rank")?,
+                lora.get("alpha")?.as_f64()?,
+                if lora.get("use_rslora").and_then(Value::as_bool) == Some(true) {
+                    ", rsLoRA"
+                } else {
+                    ""
+                },
+                targets.join(", ")
+            ))
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n\n"))
 }
 
 /// A row of the evaluation table (Markdown).

@@ -141,3 +141,41 @@ pub fn with_adapter(model: Qwen, adapter: Option<&Path>) -> Result<Qwen> {
         .with_context(|| format!("loading the adapter {}", dir.display()))?;
     Ok(model.merge_lora()?)
 }
+
+/// The LoRA flags of `rstar train` and `rstar sft`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LoraArgs {
+    /// Train LoRA adapters of this rank over the frozen model instead of every weight: the
+    /// optimizer and the checkpoints hold the adapters alone [default: full fine-tuning].
+    #[arg(long, value_name = "RANK")]
+    pub lora: Option<usize>,
+    /// LoRA's alpha: the adapters' update is scaled by alpha / rank [default: 2 × rank].
+    #[arg(long, value_name = "A", requires = "lora")]
+    pub lora_alpha: Option<f64>,
+    /// The projections that get adapters, comma-separated, any of q_proj k_proj v_proj o_proj
+    /// gate_proj up_proj down_proj [default: all seven].
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "lora")]
+    pub lora_targets: Vec<String>,
+    /// Rank-stabilised LoRA: scale alpha / √rank.
+    #[arg(long, requires = "lora")]
+    pub rslora: bool,
+}
+
+impl LoraArgs {
+    /// The adapter config the flags ask for; `None` without `--lora`.
+    pub fn config(&self) -> Option<rstar_policy::LoraConfig> {
+        let rank = self.lora?;
+        let mut config =
+            rstar_policy::LoraConfig::new(rank, self.lora_alpha.unwrap_or(2.0 * rank as f64))
+                .with_rslora(self.rslora);
+        if !self.lora_targets.is_empty() {
+            config.targets = self.lora_targets.clone();
+        }
+        Some(config)
+    }
+
+    /// Whether any LoRA flag was given.
+    pub fn given(&self) -> bool {
+        self.lora.is_some()
+    }
+}

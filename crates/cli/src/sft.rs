@@ -80,6 +80,10 @@ pub struct Args {
     /// [default: f32].
     #[arg(long, value_name = "f32|bf16")]
     pub precision: Option<rstar_policy::Precision>,
+    /// LoRA adapters over the frozen `--model` (config `lora`); the run ends with the adapter
+    /// in `OUT/adapter` (PEFT's layout) and the merged model in `OUT/model`.
+    #[command(flatten)]
+    pub lora: crate::lora::LoraArgs,
     #[arg(long, default_value = "flex", help = crate::backend::HELP)]
     pub backend: String,
     /// Test hook: stop (as if killed) after this many steps of the run.
@@ -95,6 +99,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let device = crate::backend::device_of(&args.backend)?;
     let mut log = |line: &str| eprintln!("{line}");
     let report = if let Some(dir) = &args.resume {
+        if args.lora.given() {
+            bail!(
+                "--resume continues {} with the config saved there; --lora would change it",
+                dir.display()
+            );
+        }
         chat_sft::resume(dir, &device, args.stop_after_steps, &mut log)
             .with_context(|| format!("resuming {}", dir.display()))?
     } else {
@@ -120,6 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             eval_every,
             checkpoint_every
         );
+        config.lora = args.lora.config();
         chat_sft::run(&config, &args.out, &device, args.stop_after_steps, &mut log)
             .with_context(|| format!("rstar sft into {}", args.out.display()))?
     };

@@ -81,6 +81,10 @@ pub struct Args {
     /// compute over f32 master weights and optimizer state [default: the preset's, f32].
     #[arg(long, value_name = "f32|bf16")]
     pub precision: Option<rstar_policy::Precision>,
+    /// RL on LoRA adapters (`rl.lora`) over the model RL starts from, frozen. The trainer's SFT
+    /// phase trains adapters over `init` when the config sets `sft.lora`.
+    #[command(flatten)]
+    pub lora: crate::lora::LoraArgs,
     /// Start from a model directory (an HF checkpoint with its tokenizer, or ours, e.g.
     /// runs/tiny/checkpoints/sft) instead of a random character model.
     #[arg(long, visible_alias = "init", value_name = "DIR")]
@@ -296,6 +300,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--sft-threads", args.sft_threads.is_some()),
         ("--sft-micro-batches", args.sft_micro_batches.is_some()),
         ("--precision", args.precision.is_some()),
+        ("--lora", args.lora.given()),
         ("--model", args.model.is_some()),
         ("--data", args.data.is_some()),
         ("--rl-lr", args.rl_lr.is_some()),
@@ -396,6 +401,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(precision) = args.precision {
             config.sft.precision = precision;
             config.rl.precision = precision;
+        }
+        if let Some(lora) = args.lora.config() {
+            config.rl.lora = Some(lora);
         }
         if let Some(dir) = &args.model {
             config.init = Some(dir.clone());

@@ -19,7 +19,7 @@ mod cli {
     mod compare;
     mod curriculum;
     mod eval;
-    mod lora;
+    pub mod lora;
     mod resume;
     mod robust;
     mod roc;
@@ -32,6 +32,7 @@ mod cli {
     mod tools_serve;
     pub mod train;
     mod train_faults;
+    mod train_lora;
     mod train_plots;
     mod train_report;
     mod train_scheduled;

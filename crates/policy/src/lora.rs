@@ -470,6 +470,33 @@ impl Qwen {
         self.lora.as_ref().map_or(Ok(Vec::new()), QwenLora::tensors)
     }
 
+    /// The SHA-256 (hex) of the base weights alone, adapters left out: every tensor's HF name,
+    /// shape and little-endian f32 values in [`crate::tensor_specs`] order. Equal for two models
+    /// exactly when their bases hold the same values, whatever file or dtype they came from, so a
+    /// LoRA checkpoint can tell that the base it is resumed over is the one it was trained on.
+    ///
+    /// # Errors
+    /// [`Error::Readback`] if a tensor cannot be read back.
+    pub fn base_digest(&self) -> Result<String> {
+        use sha2::{Digest as _, Sha256};
+        let base = Qwen {
+            lora: None,
+            ..self.clone()
+        };
+        let mut hash = Sha256::new();
+        for (spec, data) in base.hf_tensors()? {
+            hash.update(spec.name.as_bytes());
+            hash.update([0]);
+            for d in &spec.shape {
+                hash.update((*d as u64).to_le_bytes());
+            }
+            for v in &data {
+                hash.update(v.to_le_bytes());
+            }
+        }
+        Ok(format!("{:x}", hash.finalize()))
+    }
+
     /// The number of parameter values that require gradients (what the optimizer keeps state
     /// for): every parameter without adapters, the adapters alone with them.
     pub fn trainable_parameters(&self) -> usize {

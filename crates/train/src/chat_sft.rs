@@ -153,6 +153,12 @@ pub struct ChatSftConfig {
     /// compute over f32 master weights and optimizer state, [`rstar_policy::Precision`]).
     #[serde(default)]
     pub precision: rstar_policy::Precision,
+    /// Train LoRA adapters over the frozen `model` instead of every weight (`--lora RANK`,
+    /// [`rstar_policy::lora`]): checkpoints hold the adapters alone, and the run ends with the
+    /// adapter (`adapter/`, PEFT's layout) and the merged model (`model/`). Absent (and absent
+    /// from older configs): full fine-tuning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<rstar_policy::LoraConfig>,
 }
 
 impl ChatSftConfig {
@@ -180,6 +186,7 @@ impl ChatSftConfig {
             checkpoint_every: 50,
             bad_rows: BadRows::Fail,
             precision: rstar_policy::Precision::F32,
+            lora: None,
         }
     }
 
@@ -194,6 +201,19 @@ impl ChatSftConfig {
                 message,
             })
         };
+        if let Some(lora) = &self.lora {
+            // `lora.rank`, as the config names it.
+            lora.validate().map_err(|e| match e {
+                rstar_policy::Error::InvalidConfig { field, reason } => Error::TrainConfig {
+                    field,
+                    message: reason,
+                },
+                other => Error::TrainConfig {
+                    field: "lora".into(),
+                    message: other.to_string(),
+                },
+            })?;
+        }
         if self.data.is_empty() {
             return bad(
                 "data",
@@ -583,8 +603,28 @@ pub fn run(
     std::fs::write(&config_path, serde_json::to_string_pretty(config)? + "\n")
         .map_err(|e| io(&config_path, e))?;
     let (model, tokenizer) = rstar_policy::load_dir(&config.model, &device.clone().autodiff())?;
+    let (model, lora_base) = match &config.lora {
+        Some(lora) => {
+            let base = std::path::absolute(&config.model).map_err(|e| io(&config.model, e))?;
+            let digest = model.base_digest()?;
+            let total = model.config.num_params();
+            let model = model.with_lora(lora, config.seed)?;
+            log(&format!(
+                "{}: {} of {total} parameters train ({:.2}%); base {} (digest {})",
+                crate::phases::lora_summary(lora),
+                model.trainable_parameters(),
+                100.0 * model.trainable_parameters() as f64 / total.max(1) as f64,
+                base.display(),
+                &digest[..12]
+            ));
+            (model, Some(checkpoint::LoraBase { path: base, digest }))
+        }
+        None => (model, None),
+    };
     std::fs::write(out.join("sft_metrics.jsonl"), "").map_err(|e| io(out, e))?;
-    train(config, out, model, tokenizer, None, stop_after, log)
+    train(
+        config, out, model, tokenizer, lora_base, None, stop_after, log,
+    )
 }
 
 /// Continues the run in `out` from its last checkpoint, with its saved config.
@@ -613,6 +653,7 @@ pub fn resume(
     rstar_policy::verify_digests(&dir)?;
     let state = checkpoint::read_state(&dir)?;
     let (model, tokenizer, optimizer) = checkpoint::load(
+        out,
         &dir,
         &state,
         &device.clone().autodiff(),
@@ -629,6 +670,7 @@ pub fn resume(
         out,
         model,
         tokenizer,
+        state.lora_base.clone(),
         Some((state.sft_steps, optimizer)),
         stop_after,
         log,
@@ -771,7 +813,7 @@ fn append_line(path: &Path, record: &impl Serialize) -> Result<(), Error> {
 fn save_checkpoint(
     out: &Path,
     (step, lines): (usize, usize),
-    param_ids: &[u64],
+    lora_base: Option<&checkpoint::LoraBase>,
     model: &Qwen,
     tokenizer: &Tokenizer,
     optimizer: &burn::optim::ModuleOptimizer,
@@ -788,8 +830,9 @@ fn save_checkpoint(
             metrics: 0,
             eval: 0,
         },
-        param_ids: param_ids.to_vec(),
+        param_ids: checkpoint::param_ids(model),
         run_config: None,
+        lora_base: lora_base.cloned(),
     };
     checkpoint::save(
         &checkpoint::dir_of(out),
@@ -800,14 +843,19 @@ fn save_checkpoint(
     )
 }
 
-/// Writes `<out>/model`: the HF directory, with the input model's chat template and
-/// generation config.
+/// Writes `<out>/model`: the HF directory (a LoRA run's adapters merged in), with the input
+/// model's chat template and generation config; a LoRA run's adapter also goes to
+/// `<out>/adapter` in PEFT's layout.
 fn write_model(
     config: &ChatSftConfig,
     model: &Qwen,
     tokenizer: &Tokenizer,
     out: &Path,
 ) -> Result<PathBuf, Error> {
+    if model.lora.is_some() {
+        let base = std::path::absolute(&config.model).map_err(|e| io(&config.model, e))?;
+        rstar_policy::lora::save_adapter(model, &out.join("adapter"), &base.to_string_lossy())?;
+    }
     let model_dir = out.join("model");
     save_dir(&model.valid(), tokenizer, &model_dir, WeightDtype::F32)?;
     for name in ["tokenizer_config.json", "generation_config.json"] {
@@ -826,6 +874,7 @@ fn train(
     out: &Path,
     mut model: Qwen,
     tokenizer: Tokenizer,
+    lora_base: Option<checkpoint::LoraBase>,
     start: Option<(usize, burn::optim::ModuleOptimizer)>,
     stop_after: Option<usize>,
     log: &mut dyn FnMut(&str),
@@ -834,7 +883,6 @@ fn train(
     let data = load_data(config, &model, &tokenizer, out, log)?;
     let plan = Plan::new(config, &data);
     let (done, mut optimizer) = start.unwrap_or_else(|| (0, adamw(config.weight_decay)));
-    let param_ids = checkpoint::param_ids(&model);
     let metrics_path = out.join("sft_metrics.jsonl");
     let mut report = ChatSftReport {
         out: out.to_path_buf(),
@@ -903,7 +951,14 @@ fn train(
         ));
         if n == plan.steps || n.is_multiple_of(config.checkpoint_every) {
             let lines = (n, report.steps.len());
-            save_checkpoint(out, lines, &param_ids, &model, &tokenizer, &optimizer)?;
+            save_checkpoint(
+                out,
+                lines,
+                lora_base.as_ref(),
+                &model,
+                &tokenizer,
+                &optimizer,
+            )?;
         }
         if stop_after.is_some_and(|k| n >= k) && n < plan.steps {
             return Ok(report);

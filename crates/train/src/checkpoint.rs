@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `state.json` | a [`ResumeState`]: phase, steps done, curriculum state, the hard stage's problems, the line counts of the metrics files, the parameter ids |
 //! | `config.json`, `model.safetensors`, tokenizer | the policy (`rstar_policy::save_dir`, f32: exact) |
+//! | `adapter_config.json`, `adapter_model.safetensors` | instead, in a LoRA phase: the adapters alone, in PEFT's layout (f32: exact); `state.json`'s `lora_base` names the frozen base and its weights' digest, checked on resume ([`load_base`]) |
 //! | `optimizer.bpk` | AdamW's moments and step counts (Burn's burnpack record: raw f32 bytes, exact) |
 //! | `checksums.sha256` | the SHA-256 of every other file (`rstar_policy::digest`; `sha256sum -c` reads it) |
 //!
@@ -92,6 +93,31 @@ pub struct ResumeState {
     /// so a resume can tell that the file was edited since. Absent in older checkpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_config: Option<serde_json::Value>,
+    /// A LoRA phase's frozen base: the checkpoint holds the adapters alone (PEFT's files) and
+    /// is resumed over this model, refused when its weights' digest differs. Absent when the
+    /// whole model is in the checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora_base: Option<LoraBase>,
+}
+
+/// The frozen base a LoRA checkpoint's adapters sit on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoraBase {
+    /// The base's model directory; a relative path is relative to the run directory.
+    pub path: PathBuf,
+    /// [`Qwen::base_digest`] of the base's weights.
+    pub digest: String,
+}
+
+impl LoraBase {
+    /// The base's directory, a relative `path` resolved against `run`.
+    pub fn dir(&self, run: &Path) -> PathBuf {
+        if self.path.is_relative() {
+            run.join(&self.path)
+        } else {
+            self.path.clone()
+        }
+    }
 }
 
 /// The checkpoint directory of a run.
@@ -189,7 +215,13 @@ pub fn save(
         std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
     }
     std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
-    save_dir(&model.valid(), tokenizer, &tmp, WeightDtype::F32)?;
+    match &state.lora_base {
+        // The adapters alone, in PEFT's layout (f32: exact); the base stays where it is.
+        Some(base) => {
+            rstar_policy::lora::save_adapter(model, &tmp, &base.path.to_string_lossy())?;
+        }
+        None => save_dir(&model.valid(), tokenizer, &tmp, WeightDtype::F32)?,
+    }
     let opt_path = tmp.join("optimizer.bpk");
     optimizer
         .save(&opt_path)
@@ -436,24 +468,54 @@ pub fn read_state(dir: &Path) -> Result<ResumeState, Error> {
 }
 
 /// Loads a checkpoint's policy onto `device` with the saved parameter ids, its tokenizer, and
-/// the optimizer state into `optimizer` (a fresh one of the right kind).
+/// the optimizer state into `optimizer` (a fresh one of the right kind). A LoRA checkpoint's
+/// adapters are put on its base (`state.lora_base`, relative to `run`), whose digest must match.
 ///
 /// # Errors
-/// IO, policy and record errors naming the file.
+/// IO, policy and record errors naming the file; [`Error::Resume`] naming both digests when
+/// the base is not the one the adapters were trained on.
 pub fn load(
+    run: &Path,
     dir: &Path,
     state: &ResumeState,
     device: &Device,
     optimizer: ModuleOptimizer,
 ) -> Result<(Qwen, Tokenizer, ModuleOptimizer), Error> {
     // The digests were checked by `find_sound`; the weights' finiteness is checked here.
-    let (model, tokenizer) = rstar_policy::load_dir_with(dir, device, Verify::Skip)?;
+    let (model, tokenizer) = match &state.lora_base {
+        None => rstar_policy::load_dir_with(dir, device, Verify::Skip)?,
+        Some(base) => {
+            let (model, tokenizer) = load_base(run, base, device)?;
+            (rstar_policy::lora::load_adapter(model, dir)?, tokenizer)
+        }
+    };
     let model = with_param_ids(model, &state.param_ids, &dir.join("state.json"))?;
     let opt_path = dir.join("optimizer.bpk");
     let optimizer = optimizer
         .load(&opt_path)
         .map_err(|e| resume_err(&opt_path, format!("cannot read the optimizer state: {e}")))?;
     Ok((model, tokenizer, optimizer))
+}
+
+/// Loads a LoRA phase's base model (its directory's digests checked) and checks that its
+/// weights are the ones the adapters were trained on.
+///
+/// # Errors
+/// Policy errors naming the file; [`Error::Resume`] naming both digests on a mismatch.
+pub fn load_base(run: &Path, base: &LoraBase, device: &Device) -> Result<(Qwen, Tokenizer), Error> {
+    let path = base.dir(run);
+    let (model, tokenizer) = rstar_policy::load_dir(&path, device)?;
+    let digest = model.base_digest()?;
+    if digest != base.digest {
+        return Err(resume_err(
+            &path,
+            format!(
+                "is not the base the checkpoint's LoRA adapters were trained on: its weights' digest is {digest}, the checkpoint's `lora_base.digest` is {} (restore that model, or start a new run)",
+                base.digest
+            ),
+        ));
+    }
+    Ok((model, tokenizer))
 }
 
 /// Keeps the first `lines` lines of a JSONL file (what a checkpoint saw) and drops the rest.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use rstar_curriculum::{CurriculumConfig, Stage};
 use rstar_grpo::GrpoConfig;
-use rstar_policy::{Precision, QwenConfig};
+use rstar_policy::{LoraConfig, Precision, QwenConfig};
 use rstar_scheduler::DispatchPolicy;
 use serde::{Deserialize, Serialize};
 
@@ -359,6 +359,11 @@ pub struct SftOptions {
     /// [`rstar_policy::Precision`]).
     #[serde(default, deserialize_with = "sft_precision")]
     pub precision: Precision,
+    /// Train LoRA adapters over the frozen `init` model instead of every weight
+    /// (`rstar_policy::lora`); merged into the model when SFT ends, so RL starts from the
+    /// fine-tuned model. Absent (and absent from older configs): full fine-tuning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraConfig>,
 }
 
 fn one_thread() -> usize {
@@ -472,6 +477,12 @@ pub struct RlOptions {
     /// and optimizer state, [`rstar_policy::Precision`]).
     #[serde(default, deserialize_with = "rl_precision")]
     pub precision: Precision,
+    /// Train fresh LoRA adapters over the model RL starts from (frozen) instead of every
+    /// weight (`--lora RANK`, `rstar_policy::lora`): the optimizer, its resets and the
+    /// checkpoints hold the adapters alone. Absent (and absent from older configs): full
+    /// fine-tuning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraConfig>,
 }
 
 fn precision_named<'de, D: serde::Deserializer<'de>>(
@@ -769,6 +780,7 @@ impl TrainConfig {
                 max_batch: 64,
                 threads: 1,
                 precision: Precision::F32,
+                lora: None,
             },
             curriculum: CurriculumConfig::rstar2_agent(),
             eval: EvalOptions {
@@ -823,6 +835,7 @@ impl TrainConfig {
                 threads: 2,
                 micro_batches: 8,
                 precision: Precision::F32,
+                lora: None,
             },
             rl: RlOptions {
                 roc: RocOptions::paper(),
@@ -855,6 +868,7 @@ impl TrainConfig {
                 max_batch: 0,
                 threads: 2,
                 precision: Precision::F32,
+                lora: None,
             },
             curriculum: CurriculumConfig::tiny(),
             // 500 held-out problems: a Wilson interval of about ±2 points at 95%, where 100
@@ -897,6 +911,7 @@ impl TrainConfig {
                 threads: 1,
                 micro_batches: 1,
                 precision: Precision::F32,
+                lora: None,
                 // A third of the calls fail first, with the three bugs drawn uniformly.
                 failing_fraction: 1.0 / 3.0,
                 bug_weights: BTreeMap::new(),
@@ -961,7 +976,24 @@ impl TrainConfig {
         self.rl.roc.validate(self.rl.group_size)?;
         self.rl.grpo.validate()?;
         self.curriculum.validate()?;
+        self.check_lora()?;
         self.validate_consistency()
+    }
+
+    /// `sft.lora` and `rl.lora`: a valid adapter config, and a base to put it on.
+    fn check_lora(&self) -> Result<(), Error> {
+        for (phase, lora) in [("sft", &self.sft.lora), ("rl", &self.rl.lora)] {
+            if let Some(lora) = lora {
+                lora.validate().map_err(|e| lora_error(phase, e))?;
+            }
+        }
+        if self.sft.lora.is_some() && self.sft.steps > 0 && self.init.is_none() {
+            return bad(
+                "sft.lora",
+                "trains adapters over a frozen pretrained model, but `init` is not set: a random model's weights would stay random (set `init`, --init DIR, or drop `sft.lora`)".into(),
+            );
+        }
+        Ok(())
     }
 
     /// Sizes and counts that must be at least 1.
@@ -1231,6 +1263,20 @@ impl TrainConfig {
 }
 
 /// The error of an unusable field.
+/// A [`LoraConfig::validate`] error under `phase` (`rl.lora.rank`).
+fn lora_error(phase: &str, e: rstar_policy::Error) -> Error {
+    match e {
+        rstar_policy::Error::InvalidConfig { field, reason } => Error::TrainConfig {
+            field: format!("{phase}.{field}"),
+            message: reason,
+        },
+        other => Error::TrainConfig {
+            field: format!("{phase}.lora"),
+            message: other.to_string(),
+        },
+    }
+}
+
 fn bad(field: &str, message: String) -> Result<(), Error> {
     Err(Error::TrainConfig {
         field: field.into(),

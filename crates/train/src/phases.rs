@@ -145,7 +145,9 @@ pub(super) struct Run<'a> {
     template: TemplateFormat,
     held_out: Vec<Prompt>,
     rl_pool: Vec<Prompt>,
-    param_ids: Vec<u64>,
+    /// The frozen base of the current phase's LoRA adapters (`sft.lora`, `rl.lora`); `None`
+    /// while every weight trains.
+    lora_base: Option<checkpoint::LoraBase>,
     /// The run's config as JSON, saved in every checkpoint (a resume compares it with
     /// `config.json`).
     run_config: serde_json::Value,
@@ -198,8 +200,13 @@ impl<'a> Run<'a> {
     ) -> Result<(Self, Entry), Error> {
         let started = Instant::now();
         config.validate()?;
-        let (model, tokenizer, optimizer) =
-            initial_model(config, &device.clone().autodiff(), start.as_ref(), observer)?;
+        let (model, tokenizer, optimizer) = initial_model(
+            config,
+            out,
+            &device.clone().autodiff(),
+            start.as_ref(),
+            observer,
+        )?;
         if tokenizer.vocab_size() > model.config.vocab_size {
             return Err(Error::TrainConfig {
                 field: "model.vocab_size".into(),
@@ -263,7 +270,7 @@ impl<'a> Run<'a> {
             tokenizer,
             held_out,
             rl_pool,
-            param_ids: checkpoint::param_ids(&model),
+            lora_base: start.as_ref().and_then(|(_, s)| s.lora_base.clone()),
             run_config: serde_json::to_value(config)?,
             tools,
             remote,
@@ -360,6 +367,18 @@ impl<'a> Run<'a> {
             return Ok(Some(model));
         }
         let rows = self.sft_corpus()?;
+        let model = match &config.sft.lora {
+            // A resumed LoRA phase has its adapters already.
+            Some(lora) if model.lora.is_none() => {
+                let base = config.init.as_deref().ok_or_else(|| Error::TrainConfig {
+                    field: "sft.lora".into(),
+                    message: "needs `init`, the frozen base".into(),
+                })?;
+                let base = std::path::absolute(base).map_err(io_err(base))?;
+                self.attach_lora(model, lora, base, "sft")?
+            }
+            _ => model,
+        };
         let optimizer = optimizer.unwrap_or_else(|| optim::adamw(config.sft.weight_decay));
         let t0 = Instant::now();
         let mut stopped = false;
@@ -383,8 +402,9 @@ impl<'a> Run<'a> {
                         None,
                         None,
                         self.logs.lines(),
-                        &self.param_ids,
+                        &checkpoint::param_ids(m),
                         &self.run_config,
+                        self.lora_base.as_ref(),
                     );
                     save_checkpoint(self.out, &self.tokenizer, &state, m, o)?;
                 }
@@ -401,13 +421,53 @@ impl<'a> Run<'a> {
             "sft: {steps} steps in {secs:.1}s ({:.2} steps/s)",
             if secs > 0.0 { steps as f64 / secs } else { 0.0 }
         ));
-        Ok(Some(model))
+        // RL starts from the fine-tuned model: SFT's adapters folded into their base.
+        self.lora_base = None;
+        Ok(Some(model.merge_lora()?))
+    }
+
+    /// `model` with fresh adapters of `lora` for `phase` (`sft`, `rl`) over its frozen weights,
+    /// which are saved in `base` (a relative path is relative to the run directory); logged.
+    fn attach_lora(
+        &mut self,
+        model: Qwen,
+        lora: &rstar_policy::LoraConfig,
+        base: PathBuf,
+        phase: &str,
+    ) -> Result<Qwen, Error> {
+        let digest = model.base_digest()?;
+        let total = model.config.num_params();
+        let model = model.with_lora(lora, seed_of(self.config.seed, &format!("{phase}-lora")))?;
+        let trainable = model.trainable_parameters();
+        self.observer.log(&format!(
+            "{phase}: {}, {trainable} of {total} parameters train ({:.2}%); base {} (digest {})",
+            lora_summary(lora),
+            100.0 * trainable as f64 / total.max(1) as f64,
+            base.display(),
+            &digest[..12]
+        ));
+        self.lora_base = Some(checkpoint::LoraBase { path: base, digest });
+        Ok(model)
     }
 
     /// Evaluates the SFT'd model and starts the RL state (a fresh optimizer and curriculum),
     /// checkpointed.
     pub(super) fn enter_rl(&mut self, model: Qwen) -> Result<RlState, Error> {
         self.evaluate(&model, "sft", 0)?;
+        let model = match &self.config.rl.lora {
+            Some(lora) => {
+                // The base is the model just evaluated: `init` itself when SFT took no step,
+                // else the copy the evaluation saved in the run.
+                let base = match &self.config.init {
+                    Some(init) if self.config.sft.steps == 0 => {
+                        std::path::absolute(init).map_err(io_err(init))?
+                    }
+                    _ => Path::new("checkpoints").join("sft"),
+                };
+                self.attach_lora(model, lora, base, "rl")?
+            }
+            None => model,
+        };
         let rl = RlState {
             model,
             optimizer: optim::rl_adamw(&self.config.rl),
@@ -654,7 +714,18 @@ impl<'a> Run<'a> {
             t.elapsed().as_secs_f64()
         ));
         let dir = self.out.join("checkpoints").join(phase.replace(' ', "-"));
-        save_dir(&snapshot, &self.tokenizer, &dir, WeightDtype::F32)?;
+        match &self.lora_base {
+            // The adapters in PEFT's layout, over the base named by absolute path (`rstar eval
+            // --model BASE --adapter DIR`, `rstar lora merge`, PEFT, vLLM).
+            Some(base) => {
+                let base = std::path::absolute(base.dir(self.out)).map_err(io_err(&base.path))?;
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+                }
+                rstar_policy::lora::save_adapter(&snapshot, &dir, &base.to_string_lossy())?;
+            }
+            None => save_dir(&snapshot, &self.tokenizer, &dir, WeightDtype::F32)?,
+        }
         link_final(&dir)?;
         self.logs.evals.push(&row)?;
         self.last_samples = evaluation.trajectories;
@@ -691,8 +762,9 @@ impl<'a> Run<'a> {
             Some(&rl.curriculum),
             rl.stage_pool.as_ref(),
             self.logs.lines(),
-            &self.param_ids,
+            &checkpoint::param_ids(&rl.model),
             &self.run_config,
+            self.lora_base.as_ref(),
         );
         save_checkpoint(self.out, &self.tokenizer, &state, &rl.model, &rl.optimizer)
     }
@@ -743,6 +815,7 @@ fn resume_state(
     lines: Lines,
     param_ids: &[u64],
     run_config: &serde_json::Value,
+    lora_base: Option<&checkpoint::LoraBase>,
 ) -> ResumeState {
     ResumeState {
         version: checkpoint::STATE_VERSION,
@@ -754,6 +827,7 @@ fn resume_state(
         lines,
         param_ids: param_ids.to_vec(),
         run_config: Some(run_config.clone()),
+        lora_base: lora_base.cloned(),
     }
 }
 
@@ -771,6 +845,7 @@ fn save_checkpoint(
 /// The model, tokenizer and (from a checkpoint) optimizer a run starts with.
 fn initial_model(
     config: &TrainConfig,
+    out: &Path,
     train_device: &Device,
     start: Option<&(PathBuf, ResumeState)>,
     observer: &mut dyn Observer,
@@ -781,7 +856,7 @@ fn initial_model(
         } else {
             optim::rl_adamw(&config.rl)
         };
-        let (m, t, o) = checkpoint::load(dir, state, train_device, fresh)?;
+        let (m, t, o) = checkpoint::load(out, dir, state, train_device, fresh)?;
         return Ok((m, t, Some(o)));
     }
     match &config.init {
@@ -800,6 +875,17 @@ fn initial_model(
             None,
         )),
     }
+}
+
+/// `LoRA rank 16 (alpha 32, rsLoRA) on q_proj, …`: what a LoRA phase trains.
+pub(crate) fn lora_summary(lora: &rstar_policy::LoraConfig) -> String {
+    format!(
+        "LoRA rank {} (alpha {}{}) on {}",
+        lora.rank,
+        lora.alpha,
+        if lora.use_rslora { ", rsLoRA" } else { "" },
+        lora.targets.join(", ")
+    )
 }
 
 /// The curriculum's decision as `metrics.jsonl` writes it.

@@ -37,6 +37,10 @@ pub struct TrainReport {
     /// The RL steps' tool-call latency, when the tools timed their calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_latency: Option<RunToolLatency>,
+    /// What trained on LoRA adapters, a line a phase (`rl: LoRA rank 16 (alpha 32) on …`);
+    /// absent for full fine-tuning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<String>,
 }
 
 /// The tool-call latency over a run's RL steps (each step's is in `metrics.jsonl`).
@@ -223,6 +227,11 @@ impl TrainReport {
         if let Some(l) = &self.tool_latency {
             s.push_str(&l.line());
         }
+        if let Some(lora) = &self.lora {
+            for line in lora.lines().filter(|l| !l.is_empty()) {
+                s.push_str(&format!("{line} (the base frozen)\n"));
+            }
+        }
         s
     }
 
@@ -317,6 +326,7 @@ pub(crate) fn report_from_files(
         finished,
         eval_temperature,
         tool_latency: RunToolLatency::of(&steps),
+        lora: rstar_analysis::tensorboard::lora_text(out),
     })
 }
 
@@ -367,6 +377,7 @@ mod tests {
             finished: true,
             eval_temperature: 0.8,
             tool_latency: None,
+            lora: None,
         }
     }
 

@@ -16,6 +16,58 @@ fn rstar(args: &[&str]) -> (i32, String, String) {
     (r.code, r.out(), r.stderr)
 }
 
+/// `rstar lora merge --base BASE --adapter ADAPTER --out OUT`: (exit code, stderr).
+fn try_merge(base: &Path, adapter: &Path, out: &Path) -> (i32, String) {
+    let (code, _, stderr) = rstar(&[
+        "lora",
+        "merge",
+        "--base",
+        base.to_str().unwrap(),
+        "--adapter",
+        adapter.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    (code, stderr)
+}
+
+/// [`try_merge`], which must succeed.
+pub(super) fn merge(base: &Path, adapter: &Path, out: &Path) {
+    let (code, stderr) = try_merge(base, adapter, out);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// `rstar eval` of `model` (with `--adapter` when given) on `data`, greedy, at most
+/// `max_tokens` a turn, into `out`, which must succeed.
+pub(super) fn eval_greedy(
+    model: &Path,
+    adapter: Option<&Path>,
+    data: &Path,
+    max_tokens: &str,
+    out: &Path,
+) {
+    let mut args = vec![
+        "eval",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--temperature",
+        "0",
+        "--max-response-tokens",
+        max_tokens,
+        "--workers",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    if let Some(a) = adapter {
+        args.extend(["--adapter", a.to_str().unwrap()]);
+    }
+    let (code, _, stderr) = rstar(&args);
+    assert_eq!(code, 0, "{stderr}");
+}
+
 fn logits(model: &Qwen, ids: &[u32]) -> Vec<f32> {
     let data: Vec<i64> = ids.iter().map(|&x| i64::from(x)).collect();
     let tokens =
@@ -31,17 +83,7 @@ fn merge_writes_a_plain_hf_directory_with_pefts_merged_logits() {
     let case_1 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy/tests/data/peft/case_1");
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("merged");
-    let (code, _, stderr) = rstar(&[
-        "lora",
-        "merge",
-        "--base",
-        base.to_str().unwrap(),
-        "--adapter",
-        case_1.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    merge(&base, &case_1, &out);
     for file in ["config.json", "generation_config.json", "model.safetensors"] {
         assert!(out.join(file).is_file(), "{file}");
     }
@@ -84,28 +126,10 @@ fn merge_writes_a_plain_hf_directory_with_pefts_merged_logits() {
     assert!(diff <= 1e-4, "{diff}");
 
     // A second merge into the same directory is refused; a bad adapter is named.
-    let (code, _, stderr) = rstar(&[
-        "lora",
-        "merge",
-        "--base",
-        base.to_str().unwrap(),
-        "--adapter",
-        case_1.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (code, stderr) = try_merge(&base, &case_1, &out);
     assert_ne!(code, 0);
     assert!(stderr.contains("already holds a model"), "{stderr}");
-    let (code, _, stderr) = rstar(&[
-        "lora",
-        "merge",
-        "--base",
-        base.to_str().unwrap(),
-        "--adapter",
-        tmp.path().to_str().unwrap(),
-        "--out",
-        tmp.path().join("other").to_str().unwrap(),
-    ]);
+    let (code, stderr) = try_merge(&base, tmp.path(), &tmp.path().join("other"));
     assert_ne!(code, 0);
     assert!(stderr.contains("adapter_config.json"), "{stderr}");
 }
@@ -150,39 +174,10 @@ fn eval_with_an_adapter_answers_as_its_merged_directory() {
     .unwrap();
     let (base, adapter) = (tmp.path().join("base"), tmp.path().join("adapter"));
     let merged = tmp.path().join("merged");
-    let (code, _, stderr) = rstar(&[
-        "lora",
-        "merge",
-        "--base",
-        base.to_str().unwrap(),
-        "--adapter",
-        adapter.to_str().unwrap(),
-        "--out",
-        merged.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    merge(&base, &adapter, &merged);
     let eval = |model: &Path, adapter: Option<&Path>, out: &str| -> String {
         let out = tmp.path().join(out);
-        let mut args = vec![
-            "eval",
-            "--model",
-            model.to_str().unwrap(),
-            "--data",
-            data.to_str().unwrap(),
-            "--temperature",
-            "0",
-            "--max-response-tokens",
-            "16",
-            "--workers",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        if let Some(a) = adapter {
-            args.extend(["--adapter", a.to_str().unwrap()]);
-        }
-        let (code, _, stderr) = rstar(&args);
-        assert_eq!(code, 0, "{stderr}");
+        eval_greedy(model, adapter, &data, "16", &out);
         let lines = std::fs::read_to_string(out.join("trajectories.jsonl")).unwrap();
         lines
             .lines()
@@ -224,17 +219,7 @@ fn serve_with_an_adapter_answers_as_its_merged_directory() {
     model_and_adapter(tmp.path());
     let (base, adapter) = (tmp.path().join("base"), tmp.path().join("adapter"));
     let merged = tmp.path().join("merged");
-    let (code, _, stderr) = rstar(&[
-        "lora",
-        "merge",
-        "--base",
-        base.to_str().unwrap(),
-        "--adapter",
-        adapter.to_str().unwrap(),
-        "--out",
-        merged.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    merge(&base, &adapter, &merged);
     let complete = |model: &Path, adapter: Option<&Path>| -> Value {
         let mut cmd = command();
         cmd.args([

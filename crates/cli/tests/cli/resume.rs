@@ -67,7 +67,7 @@ fn without_execution_times(text: &str) -> String {
 /// The lines of a JSONL file with the wall-clock fields removed (step times, the tool calls'
 /// latencies, of which the count of calls stays, and the execution times in the tool
 /// responses that trajectories record).
-fn records(path: &Path) -> Vec<Value> {
+pub(super) fn records(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
         .lines()
@@ -84,7 +84,7 @@ fn records(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn train(args: &[&str]) -> String {
+pub(super) fn train(args: &[&str]) -> String {
     let (ok, stdout, stderr) = rstar(args);
     assert!(ok, "rstar {args:?} failed: {stderr}");
     stdout + &stderr

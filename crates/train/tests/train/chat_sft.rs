@@ -163,6 +163,16 @@ fn small(model: PathBuf, data: Vec<DataSpec>) -> ChatSftConfig {
     c
 }
 
+/// [`small`] on the 36 function-calling conversations.
+fn on_function_calls(model: PathBuf) -> ChatSftConfig {
+    let spec = data("function_calling.jsonl")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    small(model, vec![spec])
+}
+
 /// What a resumed run must repeat: each step's batch exactly, its loss, learning rate and
 /// gradient norm to JSON's round trip of an f64 (serde_json's parser may be one unit in the
 /// last place off; any real divergence is many orders larger).
@@ -185,16 +195,7 @@ fn same_steps(a: &[ChatSftStep], b: &[ChatSftStep]) {
 fn the_loss_falls_a_killed_run_resumes_exactly_and_the_result_starts_rl_as_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let model = hf_model_dir(dir.path(), 2048);
-    let config = small(
-        model,
-        vec![
-            data("function_calling.jsonl")
-                .to_str()
-                .unwrap()
-                .parse()
-                .unwrap(),
-        ],
-    );
+    let config = on_function_calls(model);
     let device = Device::flex();
     let mut log = Vec::new();
     let out = dir.path().join("sft");
@@ -418,4 +419,60 @@ fn a_tokenizer_that_does_not_fit_the_model_and_rows_beyond_its_context_are_refus
         err.contains("longer than the context (max_len 256)"),
         "{err}"
     );
+}
+
+#[test]
+fn lora_sft_trains_adapters_resumes_exactly_and_writes_the_adapter_and_the_merged_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = hf_model_dir(dir.path(), 2048);
+    let mut config = on_function_calls(model.clone());
+    config.epochs = 1;
+    config.lora = Some(rstar_policy::LoraConfig::new(4, 8.0));
+    let device = Device::flex();
+    let out = dir.path().join("sft");
+    let mut log = Vec::new();
+    let report = chat_sft::run(&config, &out, &device, None, &mut |l| {
+        log.push(l.to_string());
+    })
+    .unwrap_or_else(|e| panic!("rstar sft --lora fails: {e}\n{}", log.join("\n")));
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("LoRA rank 4 (alpha 8) on q_proj")),
+        "{log:?}"
+    );
+    assert_eq!(report.steps.len(), 4);
+    let (first, last) = (report.steps[0].loss, report.steps[3].loss);
+    assert!(last < first, "loss {first} -> {last}");
+    // The checkpoint holds the adapters and the base's digest, not the model.
+    let last_dir = out.join("checkpoints/last");
+    assert!(!last_dir.join("model.safetensors").exists());
+    let state = rstar_train::checkpoint::read_state(&last_dir).unwrap();
+    let base_model = rstar_policy::load_model(&model, &device).unwrap();
+    let base = state.lora_base.expect("a LoRA checkpoint names its base");
+    assert_eq!(base.digest, base_model.base_digest().unwrap());
+    assert_eq!(base.path, std::path::absolute(&model).unwrap());
+    // The adapter (PEFT's layout) over the base is the merged model, bit for bit.
+    let adapted =
+        rstar_policy::lora::load_adapter(base_model.clone(), &out.join("adapter")).unwrap();
+    let merged = rstar_policy::load_model(&report.model_dir, &device).unwrap();
+    assert_eq!(adapted.hf_tensors().unwrap(), merged.hf_tensors().unwrap());
+    assert_ne!(
+        merged.hf_tensors().unwrap(),
+        base_model.hf_tensors().unwrap()
+    );
+
+    // Stopped after 2 steps and resumed: the same steps and the same adapter.
+    let out2 = dir.path().join("sft-resumed");
+    chat_sft::run(&config, &out2, &device, Some(2), &mut |_| {}).unwrap();
+    let resumed = chat_sft::resume(&out2, &device, None, &mut |_| {}).unwrap();
+    same_steps(&resumed.steps, &report.steps);
+    assert_eq!(
+        std::fs::read(out.join("adapter/adapter_model.safetensors")).unwrap(),
+        std::fs::read(out2.join("adapter/adapter_model.safetensors")).unwrap()
+    );
+    // A bad rank is named by its field.
+    config.lora = Some(rstar_policy::LoraConfig::new(0, 8.0));
+    let err =
+        chat_sft::run(&config, &dir.path().join("bad"), &device, None, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("lora.rank"), "{err}");
 }

@@ -70,6 +70,7 @@ pub fn sft_options(steps: usize) -> SftOptions {
         threads: 1,
         micro_batches: 1,
         precision: rstar_policy::Precision::F32,
+        lora: None,
     }
 }
 

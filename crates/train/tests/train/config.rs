@@ -67,3 +67,28 @@ fn a_config_file_round_trips_and_bad_ones_are_named() {
     let err = TrainConfig::from_json_file(&dir.path().join("missing.json")).unwrap_err();
     assert!(err.to_string().contains("missing.json"), "{err}");
 }
+
+#[test]
+fn lora_keys_are_absent_for_full_fine_tuning_and_bad_ones_are_named() {
+    // Full fine-tuning serialises as before LoRA existed: a resume compares the JSON.
+    let text = serde_json::to_string(&TrainConfig::tiny()).unwrap();
+    assert!(!text.contains("lora"), "{text}");
+    let mut c = TrainConfig::smoke();
+    c.rl.lora = Some(rstar_policy::LoraConfig::new(8, 16.0));
+    c.validate().unwrap();
+    let back: TrainConfig = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+    assert_eq!(back, c);
+    let named = |c: &TrainConfig| c.validate().unwrap_err().to_string();
+    let mut bad = c.clone();
+    bad.rl.lora = Some(rstar_policy::LoraConfig::new(0, 16.0));
+    assert!(named(&bad).contains("rl.lora.rank"), "{}", named(&bad));
+    bad.rl.lora = Some(rstar_policy::LoraConfig::new(8, 16.0).with_targets(&["lm_head"]));
+    assert!(named(&bad).contains("rl.lora.targets"), "{}", named(&bad));
+    // SFT on adapters needs a pretrained base to freeze.
+    let mut sft = TrainConfig::smoke();
+    sft.sft.lora = Some(rstar_policy::LoraConfig::new(8, 16.0));
+    let err = named(&sft);
+    assert!(err.contains("sft.lora") && err.contains("init"), "{err}");
+    sft.sft.steps = 0;
+    sft.validate().unwrap();
+}

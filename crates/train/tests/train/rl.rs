@@ -550,3 +550,67 @@ fn the_norm_gains_take_their_own_learning_rate() {
         "the step moved the weights"
     );
 }
+
+/// The parameter ids AdamW keeps state for.
+fn optimizer_ids(optimizer: ModuleOptimizer) -> std::collections::HashSet<u64> {
+    let record = burn_pack::Reader::from_bytes(optimizer.into_bytes().unwrap()).unwrap();
+    record
+        .into_tensors()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.into_parts().unwrap().3.expect("keyed by a parameter"))
+        .collect()
+}
+
+#[test]
+fn a_lora_step_moves_the_adapters_alone_on_every_update_thread() {
+    let ts = tasks(4, 8);
+    let base = overfit_trainable(&ts, 100);
+    let lora = rstar_policy::LoraConfig::new(4, 8.0);
+    let model = base.with_lora(&lora, 3).unwrap();
+    let digest = model.base_digest().unwrap();
+    let adapters_before = model.adapter_tensors().unwrap();
+    let base_ids: std::collections::HashSet<u64> = {
+        let mut all = rstar_train::checkpoint::param_ids(&model);
+        all.truncate(all.len() - 2 * 7 * model.config.num_hidden_layers);
+        all.into_iter().collect()
+    };
+    let mut options = TrainConfig::smoke().rl;
+    options.group_size = 4;
+    options.prompts_per_step = 4;
+    // Two update threads: each forks the model, and a fork must keep the base frozen.
+    options.threads = 2;
+    options.lora = Some(lora);
+    let stage = Stage::new("s", 160, 3).steps(1);
+    let pool = prompts(&ts);
+    let mut optimizer = rstar_train::optim::rl_adamw(&options);
+    let mut model = model;
+    let mut updates = 0;
+    for step in 1..=2 {
+        let inputs = StepInputs {
+            step,
+            stage: &stage,
+            stage_index: 0,
+            pool: &pool,
+            options: &options,
+            seed: 4,
+            template: TemplateFormat::Compact,
+            tool_latency_budget_secs: None,
+        };
+        let (next, rec, _) =
+            rl::step(model, &mut optimizer, &Tokenizer::char(), &inputs, &tools()).unwrap();
+        model = next;
+        updates += rec.updates;
+    }
+    assert!(updates > 0, "no group survived: nothing to check");
+    assert_eq!(model.base_digest().unwrap(), digest, "the base moved");
+    assert_ne!(model.adapter_tensors().unwrap(), adapters_before);
+    let kept = optimizer_ids(optimizer);
+    assert!(!kept.is_empty());
+    assert!(
+        kept.is_disjoint(&base_ids),
+        "AdamW state for a base parameter"
+    );
+    // The curriculum's reset: a fresh optimizer, nothing kept.
+    assert!(optimizer_ids(rstar_train::optim::rl_adamw(&options)).is_empty());
+}
