@@ -419,6 +419,11 @@ fn config_section(s: &mut String, r: &RunData, several: bool) {
         ("RoC (rl.roc)", get("/rl/roc")),
         ("SFT steps", get("/sft/steps")),
         ("RL learning rate", get("/rl/lr")),
+        (
+            "what trains",
+            crate::tensorboard::lora_text_of(c)
+                .map_or_else(|| "every weight".to_string(), |t| t.replace("\n\n", "; ")),
+        ),
         ("prompts per step", get("/rl/prompts_per_step")),
         ("group size", get("/rl/group_size")),
         ("curriculum stages", stages),

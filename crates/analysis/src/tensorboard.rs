@@ -676,7 +676,11 @@ impl RunLog {
 /// (alpha 32) on q_proj, …`, a line a phase; `None` for full fine-tuning or without the file.
 pub fn lora_text(run: &Path) -> Option<String> {
     let text = std::fs::read_to_string(run.join("config.json")).ok()?;
-    let config: Value = serde_json::from_str(&text).ok()?;
+    lora_text_of(&serde_json::from_str(&text).ok()?)
+}
+
+/// [`lora_text`] of a run's config.
+pub fn lora_text_of(config: &Value) -> Option<String> {
     let lines: Vec<String> = ["sft", "rl"]
         .into_iter()
         .filter_map(|phase| {

@@ -58,8 +58,24 @@ fn a_lora_run_trains_the_adapters_alone_and_resumes_bit_for_bit() {
         out.contains("sft: LoRA rank 4 (alpha 8) on q_proj"),
         "{out}"
     );
-    // The table says what trained.
-    assert!(out.contains("LoRA rank 4 (alpha 16)"), "{out}");
+    // The table, the report page and TensorBoard say what trained.
+    let rl_line = "rl: LoRA rank 4 (alpha 16) on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj";
+    assert!(
+        out.contains(&format!("{rl_line} (the base frozen)")),
+        "{out}"
+    );
+    let page = std::fs::read_to_string(whole.join("report.html")).unwrap();
+    assert!(
+        page.contains("<th>what trains</th><td>sft: LoRA rank 4 (alpha 8) on q_proj"),
+        "{page}"
+    );
+    let tb = std::fs::read_dir(whole.join("tb"))
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .next()
+        .unwrap();
+    let holds = |needle: &str| tb.windows(needle.len()).any(|w| w == needle.as_bytes());
+    assert!(holds("run/lora") && holds(rl_line));
     let saved = json(&whole.join("config.json"));
     assert_eq!(saved["rl"]["lora"]["rank"], 4);
     assert_eq!(saved["rl"]["lora"]["alpha"], 16.0);
