@@ -622,9 +622,12 @@ pub fn run(
         None => (model, None),
     };
     std::fs::write(out.join("sft_metrics.jsonl"), "").map_err(|e| io(out, e))?;
-    train(
-        config, out, model, tokenizer, lora_base, None, stop_after, log,
-    )
+    let policy = Policy {
+        model,
+        tokenizer,
+        lora_base,
+    };
+    train(config, out, policy, None, stop_after, log)
 }
 
 /// Continues the run in `out` from its last checkpoint, with its saved config.
@@ -665,12 +668,15 @@ pub fn resume(
         out.display(),
         state.sft_steps
     ));
+    let policy = Policy {
+        model,
+        tokenizer,
+        lora_base: state.lora_base.clone(),
+    };
     train(
         &config,
         out,
-        model,
-        tokenizer,
-        state.lora_base.clone(),
+        policy,
         Some((state.sft_steps, optimizer)),
         stop_after,
         log,
@@ -869,17 +875,28 @@ fn write_model(
     Ok(model_dir)
 }
 
+/// What a run trains: the model, its tokenizer and, with LoRA, the frozen base its adapters
+/// sit on.
+struct Policy {
+    model: Qwen,
+    tokenizer: Tokenizer,
+    lora_base: Option<checkpoint::LoraBase>,
+}
+
 fn train(
     config: &ChatSftConfig,
     out: &Path,
-    mut model: Qwen,
-    tokenizer: Tokenizer,
-    lora_base: Option<checkpoint::LoraBase>,
+    policy: Policy,
     start: Option<(usize, burn::optim::ModuleOptimizer)>,
     stop_after: Option<usize>,
     log: &mut dyn FnMut(&str),
 ) -> Result<ChatSftReport, Error> {
-    model = model.with_precision(config.precision);
+    let Policy {
+        model,
+        tokenizer,
+        lora_base,
+    } = policy;
+    let mut model = model.with_precision(config.precision);
     let data = load_data(config, &model, &tokenizer, out, log)?;
     let plan = Plan::new(config, &data);
     let (done, mut optimizer) = start.unwrap_or_else(|| (0, adamw(config.weight_decay)));
