@@ -606,6 +606,7 @@ mod tests {
             },
             param_ids: Vec::new(),
             run_config: None,
+            lora_base: None,
         };
         let path = run.path().join("state.json");
         validate_state(&state, run.path(), &path).unwrap();
