@@ -27,6 +27,10 @@ const BENCHES: &[(&str, &str)] = &[
         "rstar-policy on a GPU vs PyTorch on CUDA, same weights: `bench policy-gpu [SHAPE] [BACKEND]`, SHAPE qwen3-0.6b (default) or tiny, BACKEND wgpu (default) or cuda (with fusion and autotune); RSTAR_BENCH_PRECISION=bf16 for mixed precision; needs a GPU and a CUDA PyTorch (RSTAR_PYTHON)",
     ),
     (
+        "memory",
+        "rstar-policy's peak heap in one training step (2 × 1,024 tokens) of a random Qwen3-0.6B shape: full fine-tuning in f32 vs LoRA rank 16 over an f32 base, over a bf16 base, and under Burn's gradient checkpointing (`N.N× below full`), with the per-token costs docs/policy.md's projection table uses",
+    ),
+    (
         "toolenv",
         "rstar-toolenv zygote pool vs spawn-per-call: calls/s, p50/p99 for print(1) and a sympy import",
     ),
@@ -140,6 +144,18 @@ pub fn run(args: &[String]) -> Result<()> {
                 &mut command,
             )
         }
+        "memory" => crate::util::step(
+            "bench rstar-policy's training-step memory: full fine-tuning vs LoRA",
+            crate::util::cargo().args([
+                "bench",
+                "-p",
+                "rstar-policy",
+                "--bench",
+                "memory",
+                "--features",
+                "flex",
+            ]),
+        ),
         "toolenv" => {
             let python = crate::venv::ensure()?;
             crate::util::step(

@@ -1280,6 +1280,10 @@ const UNSAFE_FILES: &[(&str, &str)] = &[
         "a counting `GlobalAlloc` implements an unsafe trait",
     ),
     (
+        "crates/policy/benches/memory.rs",
+        "a counting `GlobalAlloc` implements an unsafe trait",
+    ),
+    (
         "crates/toolenv/tests/toolenv/adversarial.rs",
         "kill(2) stops a sentinel child",
     ),

@@ -159,6 +159,11 @@ pub struct LoraArgs {
     /// Rank-stabilised LoRA: scale alpha / √rank.
     #[arg(long, requires = "lora")]
     pub rslora: bool,
+    /// How the frozen base holds its seven projection weights: `f32`, or `bf16` for half their
+    /// bytes (the adapters, their optimizer state, the embeddings, the head and the norms stay
+    /// f32). Needs LoRA (--lora, or the config's) [default: f32].
+    #[arg(long, value_name = "f32|bf16")]
+    pub base_precision: Option<rstar_policy::Precision>,
 }
 
 impl LoraArgs {
@@ -176,6 +181,6 @@ impl LoraArgs {
 
     /// Whether any LoRA flag was given.
     pub fn given(&self) -> bool {
-        self.lora.is_some()
+        self.lora.is_some() || self.base_precision.is_some()
     }
 }

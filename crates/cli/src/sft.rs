@@ -80,6 +80,10 @@ pub struct Args {
     /// [default: f32].
     #[arg(long, value_name = "f32|bf16")]
     pub precision: Option<rstar_policy::Precision>,
+    /// Recompute each decoder layer in the backward pass instead of keeping its activations
+    /// (config `gradient_checkpointing`) [default: off].
+    #[arg(long)]
+    pub gradient_checkpointing: bool,
     /// LoRA adapters over the frozen `--model` (config `lora`); the run ends with the adapter
     /// in `OUT/adapter` (PEFT's layout) and the merged model in `OUT/model`.
     #[command(flatten)]
@@ -99,9 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let device = crate::backend::device_of(&args.backend)?;
     let mut log = |line: &str| eprintln!("{line}");
     let report = if let Some(dir) = &args.resume {
-        if args.lora.given() {
+        if args.lora.given() || args.gradient_checkpointing {
             bail!(
-                "--resume continues {} with the config saved there; --lora would change it",
+                "--resume continues {} with the config saved there; --lora, --base-precision and --gradient-checkpointing would change it",
                 dir.display()
             );
         }
@@ -131,6 +135,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             checkpoint_every
         );
         config.lora = args.lora.config();
+        config.gradient_checkpointing = args.gradient_checkpointing;
+        if let Some(precision) = args.lora.base_precision {
+            config.base_precision = precision;
+        }
         chat_sft::run(&config, &args.out, &device, args.stop_after_steps, &mut log)
             .with_context(|| format!("rstar sft into {}", args.out.display()))?
     };

@@ -81,6 +81,11 @@ pub struct Args {
     /// compute over f32 master weights and optimizer state [default: the preset's, f32].
     #[arg(long, value_name = "f32|bf16")]
     pub precision: Option<rstar_policy::Precision>,
+    /// Recompute each decoder layer in the backward pass instead of keeping its activations
+    /// (`sft.gradient_checkpointing`, `rl.gradient_checkpointing`): one layer's activations and
+    /// a hidden state per layer alive, for one more forward pass [default: off].
+    #[arg(long)]
+    pub gradient_checkpointing: bool,
     /// RL on LoRA adapters (`rl.lora`) over the model RL starts from, frozen. The trainer's SFT
     /// phase trains adapters over `init` when the config sets `sft.lora`.
     #[command(flatten)]
@@ -300,7 +305,9 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--sft-threads", args.sft_threads.is_some()),
         ("--sft-micro-batches", args.sft_micro_batches.is_some()),
         ("--precision", args.precision.is_some()),
-        ("--lora", args.lora.given()),
+        ("--gradient-checkpointing", args.gradient_checkpointing),
+        ("--lora", args.lora.lora.is_some()),
+        ("--base-precision", args.lora.base_precision.is_some()),
         ("--model", args.model.is_some()),
         ("--data", args.data.is_some()),
         ("--rl-lr", args.rl_lr.is_some()),
@@ -402,8 +409,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             config.sft.precision = precision;
             config.rl.precision = precision;
         }
+        if args.gradient_checkpointing {
+            config.sft.gradient_checkpointing = true;
+            config.rl.gradient_checkpointing = true;
+        }
         if let Some(lora) = args.lora.config() {
             config.rl.lora = Some(lora);
+        }
+        if let Some(precision) = args.lora.base_precision {
+            config.rl.base_precision = precision;
         }
         if let Some(dir) = &args.model {
             config.init = Some(dir.clone());

@@ -167,11 +167,27 @@ pub fn sequence_loss_chunked<T, E>(
     let n = t - 1;
     let inputs = tokens.clone().slice([0..b, 0..n]);
     let targets = tokens.slice([0..b, 1..t]).without_autodiff();
+    if model.checkpointing && model.embed_tokens.val().is_autodiff() {
+        return checkpointed_loss(model, inputs, targets, max_logit_elements, loss_fn);
+    }
     // The head always runs in f32: the master weights are f32, and a bf16 log-softmax over
     // 150k classes would lose the small probabilities.
     let hidden = model
         .forward_hidden(inputs, &vec![0; b], None)
         .cast(FloatDType::F32);
+    head_loss(model, hidden, targets, max_logit_elements, loss_fn)
+}
+
+/// Steps 2–5 of [`sequence_loss_chunked`] on the final hidden states `hidden` (f32, after the
+/// final norm; tracked or not) and the targets.
+fn head_loss<T, E>(
+    model: &Qwen,
+    hidden: Tensor<3>,
+    targets: Tensor<2, Int>,
+    max_logit_elements: usize,
+    loss_fn: impl FnOnce(Tensor<2>, Tensor<2>) -> Result<(Tensor<1>, T), E>,
+) -> Result<(Tensor<1>, T), E> {
+    let [b, n, _] = hidden.dims();
     let head = model.head();
     let tracked = hidden.is_tracked();
     // A frozen head (LoRA trains the projections only) gets no `[d_model, vocab]` gradient.
@@ -254,6 +270,155 @@ pub fn sequence_loss_chunked<T, E>(
     Ok((surrogate.clone() - surrogate.detach() + value, extra))
 }
 
+/// [`sequence_loss_chunked`] with per-layer gradient checkpointing
+/// ([`Qwen::with_gradient_checkpointing`]), on an autodiff device:
+///
+/// 1. the decoder runs once on an untracked copy of the model (`no_grad`: the same tensors,
+///    nothing recorded), keeping only each layer's input `x_l`;
+/// 2. the final norm, the head and `loss_fn` run on the last hidden state as a fresh leaf
+///    ([`sequence_loss_chunked`]'s steps 2–5), and one backward pass gives `g = ∂L/∂x_L` and the
+///    gradients of the norm and the head;
+/// 3. from the top, layer `l` is recomputed under autodiff on the leaf `x_l`, and the backward
+///    pass of `Σ layer_l(x_l) ⊙ g` gives that layer's parameter gradients and the next
+///    `g = ∂L/∂x_l`; only this layer's activations are alive;
+/// 4. the embedding's gradient, when it trains, the same way from `g = ∂L/∂x_0`;
+/// 5. the result is `S − sg(S) + sg(L)` with `S = Σ_θ θ ⊙ sg(∂L/∂θ)` over the parameters that
+///    require a gradient: its value is `L` and its backward gives each parameter exactly the
+///    gradient collected above, so callers' `GradientsParams::from_grads(loss.backward(), ..)`
+///    is unchanged.
+///
+/// The recomputation runs the same kernels on the same inputs as step 1, so the gradients equal
+/// the un-checkpointed ones within f32 rounding.
+fn checkpointed_loss<T, E>(
+    model: &Qwen,
+    inputs: Tensor<2, Int>,
+    targets: Tensor<2, Int>,
+    max_logit_elements: usize,
+    loss_fn: impl FnOnce(Tensor<2>, Tensor<2>) -> Result<(Tensor<1>, T), E>,
+) -> Result<(Tensor<1>, T), E> {
+    let [b, n] = inputs.dims();
+    let device = inputs.device();
+    let pads = vec![0; b];
+    let layers = model.layers.len();
+    let context = model.pass_context(&device, b, n, &pads, 0);
+    // 1. Nothing recorded: the model's tensors with gradients off.
+    let untracked = burn::module::Module::no_grad(model.clone());
+    let mut layer_inputs = Vec::with_capacity(layers);
+    let mut x = untracked.embed(inputs.clone());
+    for l in 0..layers {
+        layer_inputs.push(x.clone());
+        x = untracked.layer_forward(l, x, &context, None);
+    }
+    drop(untracked);
+    // 2. The head and the loss on the last hidden state as a leaf.
+    let mut collected = Collected::default();
+    let top = x.detach().require_grad();
+    let hidden = model.final_norm(top.clone()).cast(FloatDType::F32);
+    let (loss, extra) = head_loss(model, hidden, targets, max_logit_elements, loss_fn)?;
+    let value = loss.clone().detach();
+    let grads = loss.backward();
+    collected.add(model, &grads);
+    let mut g = top
+        .grad(&grads)
+        .expect("the loss depends on the last hidden state")
+        .without_autodiff();
+    drop(grads);
+    // 3. Each layer from the top, recomputed on its input as a leaf.
+    for l in (0..layers).rev() {
+        let x = layer_inputs
+            .pop()
+            .expect("one input per layer")
+            .detach()
+            .require_grad();
+        let y = model.layer_forward(l, x.clone(), &context, None);
+        let grads = (y * g.autodiff()).sum().backward();
+        collected.add(model, &grads);
+        g = x
+            .grad(&grads)
+            .expect("a layer's output depends on its input")
+            .without_autodiff();
+    }
+    // 4. The embedding, when it trains.
+    if model.embed_tokens.is_require_grad() && model.embed_tokens.val().is_tracked() {
+        let grads = (model.embed(inputs) * g.autodiff()).sum().backward();
+        collected.add(model, &grads);
+    }
+    // 5. The surrogate that hands each parameter its gradient.
+    let surrogate = collected.surrogate(model);
+    Ok((
+        match surrogate {
+            Some(s) => s.clone() - s.detach() + value,
+            None => value,
+        },
+        extra,
+    ))
+}
+
+/// The parameter gradients [`checkpointed_loss`] collects from its backward passes, by
+/// parameter id, flattened and summed (a tied embedding gets one from the head and one from
+/// the lookup).
+#[derive(Default)]
+struct Collected(std::collections::HashMap<burn::module::ParamId, Tensor<1>>);
+
+impl Collected {
+    /// Adds every gradient `grads` holds for a parameter of `model` that requires one.
+    fn add(&mut self, model: &Qwen, grads: &burn::tensor::Gradients) {
+        struct Visit<'a> {
+            grads: &'a burn::tensor::Gradients,
+            into: &'a mut Collected,
+        }
+        impl burn::module::ModuleVisitor for Visit<'_> {
+            fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+                if !param.is_require_grad() {
+                    return;
+                }
+                let Some(g) = param.val().grad(self.grads) else {
+                    return;
+                };
+                let n = g.shape().num_elements();
+                let g = g.without_autodiff().reshape([n]);
+                let slot = self.into.0.remove(&param.id);
+                self.into
+                    .0
+                    .insert(param.id, slot.map_or(g.clone(), |acc| acc + g));
+            }
+        }
+        burn::module::Module::visit(model, &mut Visit { grads, into: self });
+    }
+
+    /// `Σ_θ θ ⊙ sg(∂L/∂θ)` over the collected parameters, tracked through `model`'s
+    /// parameters; `None` when nothing was collected.
+    fn surrogate(self, model: &Qwen) -> Option<Tensor<1>> {
+        struct Visit {
+            grads: std::collections::HashMap<burn::module::ParamId, Tensor<1>>,
+            sum: Option<Tensor<1>>,
+        }
+        impl burn::module::ModuleVisitor for Visit {
+            fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+                let Some(g) = self.grads.remove(&param.id) else {
+                    return;
+                };
+                let v = param.val();
+                let n = v.shape().num_elements();
+                let dtype: FloatDType = v.dtype().into();
+                let term = (v.reshape([n]) * g.cast(dtype).autodiff())
+                    .sum()
+                    .cast(FloatDType::F32);
+                self.sum = Some(match self.sum.take() {
+                    Some(s) => s + term,
+                    None => term,
+                });
+            }
+        }
+        let mut visit = Visit {
+            grads: self.0,
+            sum: None,
+        };
+        burn::module::Module::visit(model, &mut visit);
+        visit.sum
+    }
+}
+
 /// A loss over per-token log-probs and entropies (as for [`sequence_loss_chunked`]) whose
 /// memory is bounded in the vocabulary, the way training calls it: when all of the sequences'
 /// logits fit in [`LOGIT_CHUNK_ELEMENTS`] (every batch of the embedded default), the one-piece
@@ -268,7 +433,7 @@ pub fn sequence_loss<T, E>(
     tokens: Tensor<2, Int>,
     loss_fn: impl FnOnce(Tensor<2>, Tensor<2>) -> Result<(Tensor<1>, T), E>,
 ) -> Result<(Tensor<1>, T), E> {
-    if fits_in_one_chunk(model, &tokens) {
+    if fits_in_one_chunk(model, &tokens) && !model.checkpointing {
         let (logp, entropy) = sequence_logprobs(model, tokens);
         loss_fn(logp, entropy)
     } else {
@@ -288,7 +453,7 @@ pub fn sequence_target_loss(
     tokens: Tensor<2, Int>,
     loss_fn: impl FnOnce(Tensor<2>) -> Tensor<1>,
 ) -> Tensor<1> {
-    if fits_in_one_chunk(model, &tokens) {
+    if fits_in_one_chunk(model, &tokens) && !model.checkpointing {
         return loss_fn(sequence_target_logprobs(model, tokens));
     }
     target_loss_chunked(model, tokens, LOGIT_CHUNK_ELEMENTS, loss_fn)

@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::QwenConfig;
 use crate::error::{Error, Result};
 use crate::model::{Qwen, TensorSpec, to_vec_f32};
+use crate::precision::Precision;
 
 mod peft;
 
@@ -433,6 +434,69 @@ impl Qwen {
             scale: config.scale(),
         });
         model
+    }
+
+    /// The same model with the seven projection weights of every layer (`q k v o gate up down`)
+    /// stored in `precision`: with [`Precision::Bf16`], half the bytes of the frozen base's
+    /// largest part. The adapters and their optimizer state, the embeddings, the head, the norms
+    /// and any biases stay f32, and the forward pass casts each projection to the compute dtype
+    /// where it is used ([`Qwen::with_precision`]): with bf16 compute that cast is a no-op, with
+    /// f32 compute a per-use f32 copy. [`Precision::F32`] casts back (the bf16 rounding stays).
+    ///
+    /// Merging ([`Qwen::merge_lora`]) and saving ([`Qwen::hf_tensors`]) read the projections as
+    /// f32, so a merged model is an f32 model of the rounded base plus the adapters.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (field `base_precision`) for bf16 on a model without adapters:
+    /// its projections train, and bf16 weights lose every update smaller than about 1/256 of the
+    /// weight (for bf16 compute over f32 weights, use [`Qwen::with_precision`]).
+    pub fn with_base_precision(mut self, precision: Precision) -> Result<Self> {
+        if precision == Precision::Bf16 && self.lora.is_none() {
+            return Err(Error::InvalidConfig {
+                field: "base_precision".into(),
+                reason: "a bf16 base needs LoRA adapters: without them the projections train, and \
+                         bf16 weights lose every update smaller than about 1/256 of the weight \
+                         (for bf16 compute over f32 weights, set the compute precision instead)"
+                    .into(),
+            });
+        }
+        let dtype = precision.dtype();
+        let cast = |w: Param<Tensor<2>>| w.map(|t| t.cast(dtype));
+        self.layers = self
+            .layers
+            .into_iter()
+            .map(|mut l| {
+                let a = l.self_attn;
+                l.self_attn = crate::model::Attention {
+                    q_proj: cast(a.q_proj),
+                    k_proj: cast(a.k_proj),
+                    v_proj: cast(a.v_proj),
+                    o_proj: cast(a.o_proj),
+                    ..a
+                };
+                let m = l.mlp;
+                l.mlp = crate::model::Mlp {
+                    gate_proj: cast(m.gate_proj),
+                    up_proj: cast(m.up_proj),
+                    down_proj: cast(m.down_proj),
+                };
+                l
+            })
+            .collect();
+        Ok(self)
+    }
+
+    /// The precision the projection weights are stored in ([`Qwen::with_base_precision`]): bf16
+    /// when the first layer's `q_proj` is bf16, else f32.
+    pub fn base_precision(&self) -> Precision {
+        match self
+            .layers
+            .first()
+            .map(|l| l.self_attn.q_proj.val().dtype())
+        {
+            Some(burn::tensor::DType::BF16) => Precision::Bf16,
+            _ => Precision::F32,
+        }
     }
 
     /// The same model with its adapters folded into the base weights (`W + s·A·B`) and removed;

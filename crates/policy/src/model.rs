@@ -106,6 +106,10 @@ pub struct Qwen {
     /// Whether the fused CPU kernels run where they apply; see [`Qwen::with_fused_kernels`].
     #[module(skip)]
     pub fused_kernels: bool,
+    /// Whether training losses recompute each decoder layer in the backward pass instead of
+    /// keeping its activations; see [`Qwen::with_gradient_checkpointing`].
+    #[module(skip)]
+    pub checkpointing: bool,
     /// LoRA adapters over the (then frozen) projections; see [`Qwen::with_lora`]. The last
     /// field, so the adapters come after the base in the parameter visiting order.
     pub lora: Option<QwenLora>,
@@ -361,6 +365,7 @@ impl Qwen {
             config,
             precision: Precision::F32,
             fused_kernels: true,
+            checkpointing: false,
             lora: None,
         })
     }
@@ -391,9 +396,13 @@ impl Qwen {
         let mut vecs: Vec<Tensor<1>> = Vec::new();
         params.push(self.embed_tokens.val());
         for (i, l) in self.layers.iter().enumerate() {
-            let merged = |w: &Param<Tensor<2>>, t: Target| match self.adapter(i, t) {
-                Some((p, scale)) => w.val() + p.merged_delta(scale),
-                None => w.val(),
+            // A bf16 base (`Qwen::with_base_precision`) is read as f32.
+            let merged = |w: &Param<Tensor<2>>, t: Target| {
+                let w = w.val().cast(FloatDType::F32);
+                match self.adapter(i, t) {
+                    Some((p, scale)) => w + p.merged_delta(scale),
+                    None => w,
+                }
             };
             vecs.push(l.input_layernorm.val());
             let a = &l.self_attn;
@@ -471,6 +480,21 @@ impl Qwen {
         self
     }
 
+    /// The same model with per-layer gradient checkpointing on or off (off by default).
+    ///
+    /// On, the training losses ([`crate::sequence_loss`], [`crate::sequence_nll`] and the other
+    /// `sequence_*_loss` functions, through [`crate::sequence_loss_chunked`]) run the decoder
+    /// once with nothing recorded, keeping only each layer's input, and then, from the top,
+    /// recompute one layer at a time under autodiff and push the loss's gradient through it:
+    /// the step holds `layers + 1` hidden-state tensors and one layer's activations instead of
+    /// every layer's, for one more forward pass. The loss they return has the same value and,
+    /// through `backward()`, the same parameter gradients (within f32 rounding), so a trainer
+    /// changes nothing else. Works on every backend: it is built from Burn's tensor API alone.
+    pub fn with_gradient_checkpointing(mut self, on: bool) -> Self {
+        self.checkpointing = on;
+        self
+    }
+
     /// The device the weights live on.
     pub fn device(&self) -> Device {
         self.embed_tokens.val().device()
@@ -534,11 +558,32 @@ impl Qwen {
         pads: &[usize],
         mut cache: Option<&mut KvCache>,
     ) -> Tensor<3> {
-        let device = tokens.device();
         let [batch, seq] = tokens.dims();
+        let offset = cache.as_ref().map_or(0, |k| k.len);
+        let context = self.pass_context(&tokens.device(), batch, seq, pads, offset);
+        let mut x = self.embed(tokens);
+        for l in 0..self.layers.len() {
+            let kv = cache.as_mut().map(|k| &mut k.layers[l]);
+            x = self.layer_forward(l, x, &context, kv);
+        }
+        if let Some(k) = cache {
+            k.len = offset + seq;
+        }
+        self.final_norm(x)
+    }
+
+    /// What every layer of a pass over `[batch, seq]` new tokens after `offset` cached ones
+    /// shares (rotary tables, the additive mask, whether the fused kernels apply), built once.
+    pub(crate) fn pass_context(
+        &self,
+        device: &Device,
+        batch: usize,
+        seq: usize,
+        pads: &[usize],
+        offset: usize,
+    ) -> PassContext {
         assert_eq!(pads.len(), batch, "one pad count per row");
         let c = &self.config;
-        let offset = cache.as_ref().map_or(0, |k| k.len);
         let total = offset + seq;
 
         // Positions per row and slot, as floats for the RoPE angles.
@@ -557,7 +602,7 @@ impl Qwen {
             && cfg!(feature = "flex")
             && self.embed_tokens.val().is_autodiff();
         let host_tables = fused_attention.then(|| host_rope_tables(c, &pos));
-        let (cos, sin) = rope_tables(c, pos, batch, seq, &device);
+        let (cos, sin) = rope_tables(c, pos, batch, seq, device);
         let (cos, sin) = (cos.cast(dtype), sin.cast(dtype));
 
         // Additive mask `[batch or 1, 1, seq, total]`; none for one unpadded new token.
@@ -576,38 +621,70 @@ impl Qwen {
                 }
             }
             Some(
-                Tensor::<4>::from_data(TensorData::new(m, [rows, 1, seq, total]), &device)
+                Tensor::<4>::from_data(TensorData::new(m, [rows, 1, seq, total]), device)
                     .cast(dtype),
             )
         };
+        PassContext {
+            cos,
+            sin,
+            bias,
+            dtype,
+            fused_norms,
+            host_tables,
+            pads: pads.to_vec(),
+        }
+    }
 
+    /// The token embeddings of `tokens` in the compute dtype, `[batch, seq, d_model]`.
+    pub(crate) fn embed(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        let [batch, seq] = tokens.dims();
         let ids = tokens.reshape([batch * seq]);
-        let mut x = self
-            .embed_tokens
+        self.embed_tokens
             .val()
             .select(0, ids)
-            .reshape([batch, seq, c.hidden_size])
-            .cast(dtype);
-        for (l, layer) in self.layers.iter().enumerate() {
-            let kv = cache.as_mut().map(|k| &mut k.layers[l]);
-            let pass = Pass {
-                cos: &cos,
-                sin: &sin,
-                bias: bias.as_ref(),
-                c,
-                dtype,
-                fused_norms,
-                host_tables: host_tables.as_ref(),
-                pads,
-                lora: self.lora.as_ref().map(|lora| (&lora.layers[l], lora.scale)),
-            };
-            x = layer.forward(x, &pass, kv);
-        }
-        if let Some(k) = cache {
-            k.len = total;
-        }
-        norm(x, &self.norm, c.rms_norm_eps, fused_norms)
+            .reshape([batch, seq, self.config.hidden_size])
+            .cast(self.precision.dtype())
     }
+
+    /// Decoder layer `l` on `x`, `[batch, seq, d_model]` in and out.
+    pub(crate) fn layer_forward(
+        &self,
+        l: usize,
+        x: Tensor<3>,
+        context: &PassContext,
+        kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
+    ) -> Tensor<3> {
+        let pass = Pass {
+            cos: &context.cos,
+            sin: &context.sin,
+            bias: context.bias.as_ref(),
+            c: &self.config,
+            dtype: context.dtype,
+            fused_norms: context.fused_norms,
+            host_tables: context.host_tables.as_ref(),
+            pads: &context.pads,
+            lora: self.lora.as_ref().map(|lora| (&lora.layers[l], lora.scale)),
+        };
+        self.layers[l].forward(x, &pass, kv)
+    }
+
+    /// The final RMSNorm.
+    pub(crate) fn final_norm(&self, x: Tensor<3>) -> Tensor<3> {
+        let fused = self.fused_kernels && self.precision.dtype() == FloatDType::F32;
+        norm(x, &self.norm, self.config.rms_norm_eps, fused)
+    }
+}
+
+/// What the layers of one pass share: [`Qwen::pass_context`].
+pub(crate) struct PassContext {
+    cos: Tensor<4>,
+    sin: Tensor<4>,
+    bias: Option<Tensor<4>>,
+    dtype: FloatDType,
+    fused_norms: bool,
+    host_tables: Option<HostTables>,
+    pads: Vec<usize>,
 }
 
 impl DecoderLayer {

@@ -159,6 +159,16 @@ pub struct ChatSftConfig {
     /// from older configs): full fine-tuning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<rstar_policy::LoraConfig>,
+    /// How `lora`'s frozen base holds its seven projection weights: `f32` (the default, and
+    /// absent from configs that leave it so) or `bf16` (`--base-precision bf16`: half their
+    /// bytes, [`rstar_policy::Qwen::with_base_precision`]). Needs `lora`.
+    #[serde(default, skip_serializing_if = "crate::config::is_f32")]
+    pub base_precision: rstar_policy::Precision,
+    /// Recompute each decoder layer in the backward pass instead of keeping its activations
+    /// (`--gradient-checkpointing`, [`rstar_policy::Qwen::with_gradient_checkpointing`]). Off
+    /// (and absent from configs that leave it off) by default.
+    #[serde(default, skip_serializing_if = "crate::config::is_false")]
+    pub gradient_checkpointing: bool,
 }
 
 impl ChatSftConfig {
@@ -187,6 +197,8 @@ impl ChatSftConfig {
             bad_rows: BadRows::Fail,
             precision: rstar_policy::Precision::F32,
             lora: None,
+            base_precision: rstar_policy::Precision::F32,
+            gradient_checkpointing: false,
         }
     }
 
@@ -213,6 +225,12 @@ impl ChatSftConfig {
                     message: other.to_string(),
                 },
             })?;
+        }
+        if self.base_precision == rstar_policy::Precision::Bf16 && self.lora.is_none() {
+            return bad(
+                "base_precision",
+                "is bf16, which needs `lora` (--lora RANK): without adapters the projections train, and bf16 weights lose every update smaller than about 1/256 of the weight (for bf16 compute over f32 weights, set `precision`)".into(),
+            );
         }
         if self.data.is_empty() {
             return bad(
@@ -608,16 +626,26 @@ pub fn run(
             let base = std::path::absolute(&config.model).map_err(|e| io(&config.model, e))?;
             let digest = model.base_digest()?;
             let total = model.config.num_params();
-            let model = model.with_lora(lora, config.seed)?;
+            let model = model
+                .with_lora(lora, config.seed)?
+                .with_base_precision(config.base_precision)?;
             log(&format!(
-                "{}: {} of {total} parameters train ({:.2}%); base {} (digest {})",
+                "{}: {} of {total} parameters train ({:.2}%); base {}{} (digest {})",
                 crate::phases::lora_summary(lora),
                 model.trainable_parameters(),
                 100.0 * model.trainable_parameters() as f64 / total.max(1) as f64,
                 base.display(),
+                crate::phases::base_precision_note(config.base_precision),
                 &digest[..12]
             ));
-            (model, Some(checkpoint::LoraBase { path: base, digest }))
+            (
+                model,
+                Some(checkpoint::LoraBase {
+                    path: base,
+                    digest,
+                    precision: config.base_precision,
+                }),
+            )
         }
         None => (model, None),
     };
@@ -896,7 +924,9 @@ fn train(
         tokenizer,
         lora_base,
     } = policy;
-    let mut model = model.with_precision(config.precision);
+    let mut model = model
+        .with_precision(config.precision)
+        .with_gradient_checkpointing(config.gradient_checkpointing);
     let data = load_data(config, &model, &tokenizer, out, log)?;
     let plan = Plan::new(config, &data);
     let (done, mut optimizer) = start.unwrap_or_else(|| (0, adamw(config.weight_decay)));

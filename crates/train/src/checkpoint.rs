@@ -105,8 +105,12 @@ pub struct ResumeState {
 pub struct LoraBase {
     /// The base's model directory; a relative path is relative to the run directory.
     pub path: PathBuf,
-    /// [`Qwen::base_digest`] of the base's weights.
+    /// [`Qwen::base_digest`] of the base's weights (as loaded, before any bf16 rounding).
     pub digest: String,
+    /// How the base holds its projection weights ([`Qwen::with_base_precision`]): `f32` (the
+    /// default, and absent from states that leave it so) or `bf16`.
+    #[serde(default, skip_serializing_if = "crate::config::is_f32")]
+    pub precision: rstar_policy::Precision,
 }
 
 impl LoraBase {
@@ -486,7 +490,9 @@ pub fn load(
         None => rstar_policy::load_dir_with(dir, device, Verify::Skip)?,
         Some(base) => {
             let (model, tokenizer) = load_base(run, base, device)?;
-            (rstar_policy::lora::load_adapter(model, dir)?, tokenizer)
+            let model = rstar_policy::lora::load_adapter(model, dir)?
+                .with_base_precision(base.precision)?;
+            (model, tokenizer)
         }
     };
     let model = with_param_ids(model, &state.param_ids, &dir.join("state.json"))?;

@@ -364,6 +364,21 @@ pub struct SftOptions {
     /// fine-tuned model. Absent (and absent from older configs): full fine-tuning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<LoraConfig>,
+    /// How `sft.lora`'s frozen base holds its seven projection weights: `f32` (the default, and
+    /// absent from configs that leave it so) or `bf16` (half their bytes,
+    /// `rstar_policy::Qwen::with_base_precision`). Needs `sft.lora`.
+    #[serde(
+        default,
+        skip_serializing_if = "is_f32",
+        deserialize_with = "sft_base_precision"
+    )]
+    pub base_precision: Precision,
+    /// Recompute each decoder layer in the backward pass instead of keeping its activations
+    /// (`--gradient-checkpointing`, `rstar_policy::Qwen::with_gradient_checkpointing`): the
+    /// step's activation memory falls to one layer's plus a hidden state per layer, for one more
+    /// forward pass. Off (and absent from configs that leave it off) by default.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gradient_checkpointing: bool,
 }
 
 fn one_thread() -> usize {
@@ -483,6 +498,40 @@ pub struct RlOptions {
     /// fine-tuning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<LoraConfig>,
+    /// How `rl.lora`'s frozen base holds its seven projection weights: `f32` (the default, and
+    /// absent from configs that leave it so) or `bf16` (`--base-precision bf16`: half their
+    /// bytes, `rstar_policy::Qwen::with_base_precision`). Needs `rl.lora`.
+    #[serde(
+        default,
+        skip_serializing_if = "is_f32",
+        deserialize_with = "rl_base_precision"
+    )]
+    pub base_precision: Precision,
+    /// Recompute each decoder layer in the backward pass of the updates instead of keeping its
+    /// activations (`--gradient-checkpointing`,
+    /// `rstar_policy::Qwen::with_gradient_checkpointing`). Off (and absent from configs that
+    /// leave it off) by default.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gradient_checkpointing: bool,
+}
+
+/// Whether a flag is off (left out of serialised configs).
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Whether a precision is the default f32 (left out of serialised configs, so a config that
+/// never set it reads back byte for byte as before the field existed).
+pub(crate) fn is_f32(p: &Precision) -> bool {
+    *p == Precision::F32
+}
+
+fn sft_base_precision<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Precision, D::Error> {
+    precision_named("sft.base_precision", d)
+}
+
+fn rl_base_precision<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Precision, D::Error> {
+    precision_named("rl.base_precision", d)
 }
 
 fn precision_named<'de, D: serde::Deserializer<'de>>(
@@ -781,6 +830,8 @@ impl TrainConfig {
                 threads: 1,
                 precision: Precision::F32,
                 lora: None,
+                base_precision: Precision::F32,
+                gradient_checkpointing: false,
             },
             curriculum: CurriculumConfig::rstar2_agent(),
             eval: EvalOptions {
@@ -836,6 +887,8 @@ impl TrainConfig {
                 micro_batches: 8,
                 precision: Precision::F32,
                 lora: None,
+                base_precision: Precision::F32,
+                gradient_checkpointing: false,
             },
             rl: RlOptions {
                 roc: RocOptions::paper(),
@@ -869,6 +922,8 @@ impl TrainConfig {
                 threads: 2,
                 precision: Precision::F32,
                 lora: None,
+                base_precision: Precision::F32,
+                gradient_checkpointing: false,
             },
             curriculum: CurriculumConfig::tiny(),
             // 500 held-out problems: a Wilson interval of about ±2 points at 95%, where 100
@@ -912,6 +967,8 @@ impl TrainConfig {
                 micro_batches: 1,
                 precision: Precision::F32,
                 lora: None,
+                base_precision: Precision::F32,
+                gradient_checkpointing: false,
                 // A third of the calls fail first, with the three bugs drawn uniformly.
                 failing_fraction: 1.0 / 3.0,
                 bug_weights: BTreeMap::new(),
@@ -985,6 +1042,19 @@ impl TrainConfig {
         for (phase, lora) in [("sft", &self.sft.lora), ("rl", &self.rl.lora)] {
             if let Some(lora) = lora {
                 lora.validate().map_err(|e| lora_error(phase, e))?;
+            }
+        }
+        for (phase, lora, base) in [
+            ("sft", &self.sft.lora, self.sft.base_precision),
+            ("rl", &self.rl.lora, self.rl.base_precision),
+        ] {
+            if base == Precision::Bf16 && lora.is_none() {
+                return bad(
+                    &format!("{phase}.base_precision"),
+                    format!(
+                        "is bf16, which needs `{phase}.lora` (--lora RANK): without adapters the projections train, and bf16 weights lose every update smaller than about 1/256 of the weight (for bf16 compute over f32 weights, set `{phase}.precision`)"
+                    ),
+                );
             }
         }
         if self.sft.lora.is_some() && self.sft.steps > 0 && self.init.is_none() {

@@ -375,7 +375,7 @@ impl<'a> Run<'a> {
                     message: "needs `init`, the frozen base".into(),
                 })?;
                 let base = std::path::absolute(base).map_err(io_err(base))?;
-                self.attach_lora(model, lora, base, "sft")?
+                self.attach_lora(model, lora, config.sft.base_precision, base, "sft")?
             }
             _ => model,
         };
@@ -432,21 +432,29 @@ impl<'a> Run<'a> {
         &mut self,
         model: Qwen,
         lora: &rstar_policy::LoraConfig,
+        precision: rstar_policy::Precision,
         base: PathBuf,
         phase: &str,
     ) -> Result<Qwen, Error> {
         let digest = model.base_digest()?;
         let total = model.config.num_params();
-        let model = model.with_lora(lora, seed_of(self.config.seed, &format!("{phase}-lora")))?;
+        let model = model
+            .with_lora(lora, seed_of(self.config.seed, &format!("{phase}-lora")))?
+            .with_base_precision(precision)?;
         let trainable = model.trainable_parameters();
         self.observer.log(&format!(
-            "{phase}: {}, {trainable} of {total} parameters train ({:.2}%); base {} (digest {})",
+            "{phase}: {}, {trainable} of {total} parameters train ({:.2}%); base {}{} (digest {})",
             lora_summary(lora),
             100.0 * trainable as f64 / total.max(1) as f64,
             base.display(),
+            base_precision_note(precision),
             &digest[..12]
         ));
-        self.lora_base = Some(checkpoint::LoraBase { path: base, digest });
+        self.lora_base = Some(checkpoint::LoraBase {
+            path: base,
+            digest,
+            precision,
+        });
         Ok(model)
     }
 
@@ -464,7 +472,8 @@ impl<'a> Run<'a> {
                     }
                     _ => Path::new("checkpoints").join("sft"),
                 };
-                self.attach_lora(model, lora, base, "rl")?
+                let precision = self.config.rl.base_precision;
+                self.attach_lora(model, lora, precision, base, "rl")?
             }
             None => model,
         };
@@ -874,6 +883,15 @@ fn initial_model(
             Tokenizer::char(),
             None,
         )),
+    }
+}
+
+/// ` with its projections in bf16` for a bf16 base, else nothing: the log's word on how a LoRA
+/// phase holds its frozen base.
+pub(crate) fn base_precision_note(precision: rstar_policy::Precision) -> &'static str {
+    match precision {
+        rstar_policy::Precision::Bf16 => " with its projections in bf16",
+        rstar_policy::Precision::F32 => "",
     }
 }
 

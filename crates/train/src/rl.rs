@@ -324,8 +324,10 @@ pub fn step_on(
     let o = inputs.options;
     // The compute precision of this step (rollouts, old log-probs, updates); the returned
     // model computes as it came.
-    let previous = model.precision;
-    let model = model.with_precision(o.precision);
+    let previous = (model.precision, model.checkpointing);
+    let model = model
+        .with_precision(o.precision)
+        .with_gradient_checkpointing(o.gradient_checkpointing);
     let step_seed = step_seed(inputs.seed, inputs.step);
     let prompts = sample_prompts(inputs.pool, o.prompts_per_step, step_seed);
     // The sampling policy: rolls out, and (with several mini-batches) gives the old log-probs.
@@ -407,7 +409,13 @@ pub fn step_on(
         dispatch,
         tool_latency,
     };
-    Ok((model.with_precision(previous), record, trajectories))
+    Ok((
+        model
+            .with_precision(previous.0)
+            .with_gradient_checkpointing(previous.1),
+        record,
+        trajectories,
+    ))
 }
 
 /// A step's rollouts, with the engines' log-probs of each trajectory's assistant tokens when

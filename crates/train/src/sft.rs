@@ -198,8 +198,10 @@ pub fn train_from(
     }
     let device = model.device();
     // The compute precision for these steps only: the returned model computes as it came.
-    let previous = model.precision;
-    model = model.with_precision(options.precision);
+    let previous = (model.precision, model.checkpointing);
+    model = model
+        .with_precision(options.precision)
+        .with_gradient_checkpointing(options.gradient_checkpointing);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..start.min(options.steps) * options.batch_size {
         let _ = rng.random_range(0..rows.len());
@@ -276,7 +278,12 @@ pub fn train_from(
             break;
         }
     }
-    Ok((model.with_precision(previous), optimizer))
+    Ok((
+        model
+            .with_precision(previous.0)
+            .with_gradient_checkpointing(previous.1),
+        optimizer,
+    ))
 }
 
 /// Rows of one micro-batch: token ids and per-token loss weights.

@@ -208,3 +208,75 @@ fn a_lora_run_trains_the_adapters_alone_and_resumes_bit_for_bit() {
     );
     assert!(stderr.contains("not the base"), "{stderr}");
 }
+
+/// `--base-precision bf16`: RL's adapters over a base whose projections are held in bf16. The
+/// state records it, the log says it, a run stopped after RL step 1 and resumed ends as the
+/// uninterrupted one bit for bit (the resumed base is rounded again, the same way), and the flag
+/// without LoRA is refused with the reason.
+#[test]
+fn a_bf16_base_run_resumes_bit_for_bit_and_is_refused_without_lora() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path());
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        dir.path().join("refused").to_str().unwrap(),
+        "--base-precision",
+        "bf16",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("rl.base_precision") && stderr.contains("needs `rl.lora`"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("refused/checkpoints").exists());
+
+    let whole = dir.path().join("whole");
+    let parts = dir.path().join("parts");
+    let (whole_s, parts_s) = (whole.to_str().unwrap(), parts.to_str().unwrap());
+    let flags = ["--lora", "4", "--base-precision", "bf16", "--seed", "5"];
+    let out = train(
+        &[
+            &["train", "--config", &config, "--out", whole_s][..],
+            &flags,
+        ]
+        .concat(),
+    );
+    assert!(out.contains("with its projections in bf16"), "{out}");
+    assert_eq!(
+        json(&whole.join("config.json"))["rl"]["base_precision"],
+        "bf16"
+    );
+    let state = json(&whole.join("checkpoints/last/state.json"));
+    assert_eq!(state["lora_base"]["precision"], "bf16");
+    // The digest is the base's as saved (f32), before the rounding.
+    let (base, _) =
+        rstar_policy::load_dir(&whole.join("checkpoints/sft"), &Device::flex()).unwrap();
+    assert_eq!(
+        state["lora_base"]["digest"],
+        base.base_digest().unwrap().as_str()
+    );
+
+    train(
+        &[
+            &["train", "--config", &config, "--out", parts_s][..],
+            &flags,
+            &["--stop-after-rl-steps", "1"],
+        ]
+        .concat(),
+    );
+    let (ok, _, stderr) = rstar(&["train", "--resume", parts_s, "--base-precision", "f32"]);
+    assert!(!ok && stderr.contains("--base-precision"), "{stderr}");
+    train(&["train", "--resume", parts_s]);
+    for file in ["metrics.jsonl", "eval.jsonl", "samples.jsonl"] {
+        let (a, b) = (records(&whole.join(file)), records(&parts.join(file)));
+        assert!(!a.is_empty(), "{file}");
+        assert_eq!(a, b, "{file}");
+    }
+    assert_eq!(
+        std::fs::read(whole.join("checkpoints/last/adapter_model.safetensors")).unwrap(),
+        std::fs::read(parts.join("checkpoints/last/adapter_model.safetensors")).unwrap()
+    );
+}

@@ -524,3 +524,187 @@ fn bad_configs_are_refused_naming_the_field() {
     let parsed: LoraConfig = serde_json::from_str(r#"{"rank": 4, "alpha": 8}"#).unwrap();
     assert_eq!(parsed, LoraConfig::new(4, 8.0));
 }
+
+/// The seven projections' dtype in every layer.
+fn projection_dtypes(model: &Qwen) -> Vec<burn::tensor::DType> {
+    let mut out = Vec::new();
+    for l in &model.layers {
+        let (a, m) = (&l.self_attn, &l.mlp);
+        for w in [
+            &a.q_proj,
+            &a.k_proj,
+            &a.v_proj,
+            &a.o_proj,
+            &m.gate_proj,
+            &m.up_proj,
+            &m.down_proj,
+        ] {
+            out.push(w.val().dtype());
+        }
+    }
+    out
+}
+
+/// Every adapter gradient, layer by layer in `Target::ALL` order, A then B.
+fn adapter_grads(model: &Qwen, grads: &burn::tensor::Gradients) -> Vec<Vec<f32>> {
+    let mut out = Vec::new();
+    for layer in &model.lora.as_ref().unwrap().layers {
+        for t in Target::ALL {
+            let p = layer.get(t).unwrap();
+            for w in [&p.a, &p.b] {
+                out.push(to_vec(w.val().grad(grads).expect("an adapter gradient")));
+            }
+        }
+    }
+    out
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(*x) * f64::from(*y))
+        .sum();
+    let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+#[test]
+fn a_bf16_base_holds_the_projections_in_bf16_and_trains_like_the_f32_base() {
+    use burn::tensor::DType;
+    use rstar_policy::Precision;
+    let ad = device().autodiff();
+    let lora = LoraConfig::new(4, 8.0);
+    let base = load_model_on("qwen3_tiny", &ad);
+    let pairs = random_pairs(&base.config, &lora, 5);
+    let f32_base = install(base.clone().with_lora(&lora, 4).unwrap(), &pairs);
+    let bf16_base = f32_base
+        .clone()
+        .with_base_precision(Precision::Bf16)
+        .unwrap();
+    assert_eq!(
+        (f32_base.base_precision(), bf16_base.base_precision()),
+        (Precision::F32, Precision::Bf16)
+    );
+    // The seven projections in bf16; the adapters, embeddings and norms in f32.
+    let dtypes = projection_dtypes(&bf16_base);
+    assert_eq!(dtypes.len(), 7 * base.config.num_hidden_layers);
+    assert!(dtypes.iter().all(|d| *d == DType::BF16), "{dtypes:?}");
+    assert_eq!(bf16_base.embed_tokens.val().dtype(), DType::F32);
+    assert_eq!(bf16_base.norm.val().dtype(), DType::F32);
+    for l in &bf16_base.layers {
+        assert_eq!(l.input_layernorm.val().dtype(), DType::F32);
+    }
+    for layer in &bf16_base.lora.as_ref().unwrap().layers {
+        for t in Target::ALL {
+            let p = layer.get(t).unwrap();
+            assert_eq!(
+                (p.a.val().dtype(), p.b.val().dtype()),
+                (DType::F32, DType::F32)
+            );
+        }
+    }
+
+    // The same batch through both: the loss within 1%, the adapters' gradient at cosine > 0.99.
+    let rows = sequences();
+    let (loss_f32, loss_bf16) = (nll(&f32_base, &rows), nll(&bf16_base, &rows));
+    let (lf, lb) = (to_vec(loss_f32.clone())[0], to_vec(loss_bf16.clone())[0]);
+    assert!(
+        ((lb - lf) / lf).abs() < 0.01,
+        "loss {lb} over the bf16 base against {lf}"
+    );
+    assert_ne!(lb, lf, "the bf16 base computes with rounded weights");
+    let (gf, gb) = (
+        adapter_grads(&f32_base, &loss_f32.backward()),
+        adapter_grads(&bf16_base, &loss_bf16.backward()),
+    );
+    let (flat_f, flat_b): (Vec<f32>, Vec<f32>) = (gf.concat(), gb.concat());
+    let cos = cosine(&flat_f, &flat_b);
+    assert!(cos > 0.99, "gradient cosine {cos}");
+    let worst = gf
+        .iter()
+        .zip(&gb)
+        .map(|(a, b)| cosine(a, b))
+        .fold(1.0f64, f64::min);
+    eprintln!("loss {lf} → {lb}, gradient cosine {cos} (worst tensor {worst})");
+
+    // One AdamW step: the projections stay bf16 and unmoved, the moments are f32 and belong to
+    // the adapters.
+    let grads = GradientsParams::from_grads(nll(&bf16_base, &rows).backward(), &bf16_base);
+    let mut optimizer: ModuleOptimizer = AdamWConfig::new().with_weight_decay(0.1).init();
+    let before = weights(&bf16_base);
+    let stepped = optimizer.step(1e-2, bf16_base.clone(), grads);
+    assert!(
+        projection_dtypes(&stepped)
+            .iter()
+            .all(|d| *d == DType::BF16)
+    );
+    let after = weights(&{
+        let mut m = stepped.clone();
+        m.lora = None;
+        m
+    });
+    let before_base = weights(&{
+        let mut m = bf16_base.clone();
+        m.lora = None;
+        m
+    });
+    for (k, v) in &before_base {
+        assert_eq!(&after[k], v, "{k} moved");
+    }
+    assert_ne!(weights(&stepped), before, "the adapters moved");
+    let record = burn_pack::Reader::from_bytes(optimizer.into_bytes().unwrap()).unwrap();
+    let mut moments = 0;
+    for tensor in record.into_tensors().unwrap() {
+        let (name, dtype, shape, _, _) = tensor.into_parts().unwrap();
+        if shape.num_elements() > 1 {
+            assert_eq!(dtype, DType::F32, "{name}");
+            moments += shape.num_elements();
+        }
+    }
+    assert_eq!(moments, 2 * bf16_base.lora.as_ref().unwrap().parameters());
+
+    // Merging reads the base as bf16-rounded f32: `round(W) + s·B·A`, written out by hand.
+    let rounded: HashMap<String, Vec<f32>> = weights(&base)
+        .into_iter()
+        .map(|(k, v)| {
+            let r = if k.ends_with("_proj.weight") {
+                v.iter()
+                    .map(|x| half::bf16::from_f32(*x).to_f32())
+                    .collect()
+            } else {
+                v
+            };
+            (k, r)
+        })
+        .collect();
+    let expected = merge_by_hand(&rounded, &pairs, lora.scale());
+    let merged = bf16_base.clone().merge_lora().unwrap();
+    assert_eq!(merged.base_precision(), Precision::F32);
+    let merged = weights(&merged);
+    for (k, v) in &expected {
+        let d = max_abs_diff(&merged[k], v);
+        assert!(d < 1e-5, "{k}: {d}");
+    }
+    // And the merged model computes what the adapted bf16 base computes.
+    let d = max_abs_diff(
+        &logits(&bf16_base, &rows),
+        &logits(&f32_base.clone().merge_lora().unwrap(), &rows),
+    );
+    assert!(d > 0.0);
+    let e = max_abs_diff(
+        &logits(&bf16_base, &rows),
+        &logits(&from_weights(&base.config, &expected, &ad), &rows),
+    );
+    assert!(e < 1e-4, "{e}");
+
+    // Without adapters a bf16 base is refused, naming the field and the reason.
+    let err = base
+        .with_base_precision(Precision::Bf16)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("base_precision") && err.contains("LoRA"),
+        "{err}"
+    );
+}

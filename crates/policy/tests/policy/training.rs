@@ -418,3 +418,97 @@ fn a_bf16_step_matches_the_f32_one_within_bf16_precision_on_f32_master_weights()
         assert!((na - nb).abs() <= 0.05 * na, "gradient norms {na} vs {nb}");
     }
 }
+
+/// Every parameter's gradient in `grads`, by id, in visiting order.
+fn all_grads(model: &Qwen, grads: &burn::tensor::Gradients) -> Vec<(u64, Vec<f32>)> {
+    struct Visit<'a>(&'a burn::tensor::Gradients, Vec<(u64, Vec<f32>)>);
+    impl burn::module::ModuleVisitor for Visit<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+            if let Some(g) = param.val().grad(self.0) {
+                self.1.push((param.id.val(), to_vec(g)));
+            }
+        }
+    }
+    let mut visit = Visit(grads, Vec::new());
+    burn::module::Module::visit(model, &mut visit);
+    visit.1
+}
+
+#[test]
+fn per_layer_checkpointing_gives_the_same_loss_and_every_gradient() {
+    use rstar_policy::lora::LoraConfig;
+    use rstar_policy::{Architecture, Precision, sequence_loss, sequence_nll};
+    let ad = device().autodiff();
+    let ids = vec![
+        vec![1, 5, 9, 2, 30, 7, 12, 4],
+        vec![3, 3, 8, 20, 11, 0, 0, 0],
+    ];
+    let mut mask = vec![1.0f32; 14];
+    mask[12] = 0.0;
+    mask[13] = 0.0;
+    let mask = Tensor::<2>::from_data(TensorData::new(mask, [2, 7]), &ad);
+    let w: Vec<f32> = (0..14).map(|i| 0.2 + i as f32 / 14.0).collect();
+    let w = Tensor::<2>::from_data(TensorData::new(w, [2, 7]), &ad);
+    let mut cases: Vec<(&str, Qwen)> = Vec::new();
+    for (name, arch, tie) in [
+        ("qwen3 tied", Architecture::Qwen3, true),
+        ("qwen2 untied", Architecture::Qwen2, false),
+    ] {
+        let mut config = QwenConfig::test_tiny(40).with_architecture(arch);
+        config.tie_word_embeddings = tie;
+        let tensors = load_tensors(&config, 3);
+        let model = Qwen::from_tensors(config, &ad, |s| Ok(tensors[&s.name].clone())).unwrap();
+        cases.push((name, model.clone()));
+        let lora = LoraConfig::new(4, 8.0);
+        let pairs = super::lora::random_pairs(&model.config, &lora, 8);
+        let tuned = super::lora::install(model.with_lora(&lora, 1).unwrap(), &pairs);
+        cases.push((
+            "lora, bf16 base",
+            tuned.clone().with_base_precision(Precision::Bf16).unwrap(),
+        ));
+        cases.push(("lora", tuned));
+    }
+    for (name, model) in cases {
+        let checkpointed = model.clone().with_gradient_checkpointing(true);
+        // The RL loss's shape (log-probs and entropies, non-linear in both) and the SFT loss.
+        let rl = |m: &Qwen| {
+            sequence_loss(m, ids_tensor(&ids, &ad), |logp, ent| {
+                Ok::<_, std::convert::Infallible>((
+                    ((logp * w.clone()).exp().sum() - (ent * w.clone()).sum().mul_scalar(0.1))
+                        .reshape([1]),
+                    (),
+                ))
+            })
+            .unwrap()
+            .0
+        };
+        let sft = |m: &Qwen| sequence_nll(m, ids_tensor(&ids, &ad), mask.clone());
+        for (loss_name, loss_of) in [("rl", &rl as &dyn Fn(&Qwen) -> Tensor<1>), ("sft", &sft)] {
+            let (plain, ckpt) = (loss_of(&model), loss_of(&checkpointed));
+            let (lp, lc) = (to_vec(plain.clone())[0], to_vec(ckpt.clone())[0]);
+            assert!(
+                (lp - lc).abs() <= 1e-5 * lp.abs().max(1.0),
+                "{name} {loss_name}: loss {lc} checkpointed, {lp} plain"
+            );
+            let (gp, gc) = (
+                all_grads(&model, &plain.backward()),
+                all_grads(&checkpointed, &ckpt.backward()),
+            );
+            let ids_of = |g: &[(u64, Vec<f32>)]| g.iter().map(|(id, _)| *id).collect::<Vec<_>>();
+            assert_eq!(
+                ids_of(&gp),
+                ids_of(&gc),
+                "{name} {loss_name}: the same parameters"
+            );
+            assert!(!gp.is_empty());
+            for ((id, a), (_, b)) in gp.iter().zip(&gc) {
+                let largest = a.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+                let diff = max_abs_diff(a, b);
+                assert!(
+                    diff <= 1e-5 * largest.max(1e-3),
+                    "{name} {loss_name}: parameter {id} differs by {diff} (largest {largest})"
+                );
+            }
+        }
+    }
+}

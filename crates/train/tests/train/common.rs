@@ -71,6 +71,8 @@ pub fn sft_options(steps: usize) -> SftOptions {
         micro_batches: 1,
         precision: rstar_policy::Precision::F32,
         lora: None,
+        base_precision: rstar_policy::Precision::F32,
+        gradient_checkpointing: false,
     }
 }
 

@@ -92,3 +92,43 @@ fn lora_keys_are_absent_for_full_fine_tuning_and_bad_ones_are_named() {
     sft.sft.steps = 0;
     sft.validate().unwrap();
 }
+
+#[test]
+fn base_precision_and_checkpointing_keys_are_absent_unless_set_and_bf16_needs_lora() {
+    use rstar_policy::Precision;
+    let text = serde_json::to_string(&TrainConfig::tiny()).unwrap();
+    assert!(
+        !text.contains("base_precision") && !text.contains("gradient_checkpointing"),
+        "{text}"
+    );
+    let mut c = TrainConfig::smoke();
+    c.rl.base_precision = Precision::Bf16;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("rl.base_precision") && err.contains("needs `rl.lora`"),
+        "{err}"
+    );
+    c.rl.lora = Some(rstar_policy::LoraConfig::new(8, 16.0));
+    c.rl.gradient_checkpointing = true;
+    c.sft.gradient_checkpointing = true;
+    c.validate().unwrap();
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["rl"]["base_precision"], "bf16");
+    assert_eq!(json["rl"]["gradient_checkpointing"], true);
+    let back: TrainConfig = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back, c);
+    let mut sft = TrainConfig::smoke();
+    sft.sft.base_precision = Precision::Bf16;
+    let err = sft.validate().unwrap_err().to_string();
+    assert!(err.contains("sft.base_precision"), "{err}");
+    // A bad value is named by its field.
+    let mut bad = json;
+    bad["rl"]["base_precision"] = "fp8".into();
+    let err = serde_json::from_value::<TrainConfig>(bad)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rl.base_precision") && err.contains("fp8"),
+        "{err}"
+    );
+}

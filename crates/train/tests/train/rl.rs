@@ -614,3 +614,73 @@ fn a_lora_step_moves_the_adapters_alone_on_every_update_thread() {
     // The curriculum's reset: a fresh optimizer, nothing kept.
     assert!(optimizer_ids(rstar_train::optim::rl_adamw(&options)).is_empty());
 }
+
+/// `rl.gradient_checkpointing` changes memory, not the update: two RL steps (full fine-tuning,
+/// and LoRA over a bf16 base) end with the weights of the same steps taken without it, within
+/// f32 rounding, and hand back a model that computes as it came (checkpointing off again).
+#[test]
+fn a_checkpointed_rl_step_takes_the_same_step() {
+    let ts = tasks(4, 8);
+    let base = overfit_trainable(&ts, 100);
+    let lora = rstar_policy::LoraConfig::new(4, 8.0);
+    let lora_model = base
+        .clone()
+        .with_lora(&lora, 3)
+        .unwrap()
+        .with_base_precision(rstar_policy::Precision::Bf16)
+        .unwrap();
+    for (name, model, adapters) in [("full", base, None), ("lora", lora_model, Some(lora))] {
+        let run = |checkpointing: bool| {
+            let mut options = TrainConfig::smoke().rl;
+            options.group_size = 4;
+            options.prompts_per_step = 4;
+            options.lora = adapters.clone();
+            options.gradient_checkpointing = checkpointing;
+            let stage = Stage::new("s", 160, 3).steps(1);
+            let pool = prompts(&ts);
+            let mut optimizer = rstar_train::optim::rl_adamw(&options);
+            let mut model = model.clone();
+            let mut updates = 0;
+            for step in 1..=2 {
+                let inputs = StepInputs {
+                    step,
+                    stage: &stage,
+                    stage_index: 0,
+                    pool: &pool,
+                    options: &options,
+                    seed: 4,
+                    template: TemplateFormat::Compact,
+                    tool_latency_budget_secs: None,
+                };
+                let (next, rec, _) =
+                    rl::step(model, &mut optimizer, &Tokenizer::char(), &inputs, &tools()).unwrap();
+                model = next;
+                updates += rec.updates;
+            }
+            assert!(updates > 0, "{name}: no group survived: nothing to check");
+            assert!(
+                !model.checkpointing,
+                "{name}: the step hands back the model as it came"
+            );
+            model.hf_tensors().unwrap()
+        };
+        let (plain, checkpointed) = (run(false), run(true));
+        let before = model.hf_tensors().unwrap();
+        // Summed over each tensor: AdamW's first steps are about ±lr wherever the gradient is
+        // not zero, so an element whose gradient is within rounding of zero may step either way.
+        let mut moved = 0.0f64;
+        for (((spec, a), (_, b)), (_, w)) in plain.iter().zip(&checkpointed).zip(&before) {
+            let l1 = |u: &[f32], v: &[f32]| -> f64 {
+                u.iter().zip(v).map(|(x, y)| f64::from((x - y).abs())).sum()
+            };
+            let (step, diff) = (l1(a, w), l1(a, b));
+            moved += step;
+            assert!(
+                diff <= 1e-2 * step + 1e-6,
+                "{name}: {} differs by {diff} in all (the step moved it by {step})",
+                spec.name
+            );
+        }
+        assert!(moved > 0.0, "{name}: nothing moved");
+    }
+}
