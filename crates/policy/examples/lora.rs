@@ -1,18 +1,23 @@
 //! LoRA over a frozen base: a random embedded-default model learns one sentence with adapters
-//! of rank 8 on every projection, while its base weights stay as they were.
+//! of rank 8 on every projection, while its base weights stay as they were. `--bf16-base` holds
+//! the base's projections in bf16 (`Qwen::with_base_precision`); `--checkpointing` recomputes
+//! each layer in the backward pass (`Qwen::with_gradient_checkpointing`).
 //!
 //! ```text
-//! cargo run -p rstar-policy --example lora -- [STEPS] [RANK]
+//! cargo run -p rstar-policy --example lora -- [STEPS] [RANK] [--bf16-base] [--checkpointing]
 //! ```
 
 use anyhow::{Result, bail};
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rstar_policy::lora::LoraConfig;
-use rstar_policy::{Qwen, QwenConfig, Tokenizer, sequence_nll};
+use rstar_policy::{Precision, Qwen, QwenConfig, Tokenizer, sequence_nll};
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let all_args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |name: &str| all_args.iter().any(|a| a == name);
+    let (bf16_base, checkpointing) = (flag("--bf16-base"), flag("--checkpointing"));
+    let args: Vec<&String> = all_args.iter().filter(|a| !a.starts_with("--")).collect();
     let steps: usize = args.first().map_or(Ok(30), |s| s.parse())?;
     let rank: usize = args.get(1).map_or(Ok(8), |s| s.parse())?;
     let device = Device::flex().autodiff();
@@ -20,8 +25,24 @@ fn main() -> Result<()> {
     let base = Qwen::random(QwenConfig::tiny_char(), 0, &device)?;
     let all = base.trainable_parameters();
     let mut model = base
-        .clone()
-        .with_lora(&LoraConfig::new(rank, 2.0 * rank as f64), 1)?;
+        .with_lora(&LoraConfig::new(rank, 2.0 * rank as f64), 1)?
+        .with_base_precision(if bf16_base {
+            Precision::Bf16
+        } else {
+            Precision::F32
+        })?
+        .with_gradient_checkpointing(checkpointing);
+    // The frozen base as the model holds it (rounded to bf16 with --bf16-base).
+    let start = {
+        let mut m = model.clone();
+        m.lora = None;
+        m.hf_tensors()?
+    };
+    println!(
+        "base projections in {}, gradient checkpointing {}",
+        model.base_precision(),
+        if checkpointing { "on" } else { "off" }
+    );
     println!(
         "{} parameters; with LoRA r = {rank} on all seven projections {} train ({:.1}%)",
         all,
@@ -57,7 +78,7 @@ fn main() -> Result<()> {
     let unchanged = frozen
         .hf_tensors()?
         .iter()
-        .zip(base.hf_tensors()?.iter())
+        .zip(start.iter())
         .all(|((_, a), (_, b))| a == b);
     if !unchanged {
         bail!("a base weight moved");
