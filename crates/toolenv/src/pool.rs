@@ -38,6 +38,8 @@ pub struct PoolStatus {
 
 struct Shared {
     launch: Launch,
+    /// Overflow workers alive now ([`OVERFLOW_PER_WORKER`]).
+    overflow: AtomicUsize,
     queued: AtomicUsize,
     running: AtomicUsize,
     alive: AtomicUsize,
@@ -143,6 +145,7 @@ impl Pool {
                 run_dir,
                 unmasks,
             },
+            overflow: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             alive: AtomicUsize::new(0),
@@ -157,7 +160,12 @@ impl Pool {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
         for index in 0..workers {
-            tokio::spawn(worker_loop(index, Arc::clone(&shared), Arc::clone(&rx)));
+            tokio::spawn(worker_loop(
+                index,
+                Arc::clone(&shared),
+                Arc::clone(&rx),
+                None,
+            ));
         }
         Ok(Self { tx, shared })
     }
@@ -516,15 +524,38 @@ async fn start_zygote(index: usize, shared: &Shared, once: bool) -> Result<Zygot
     Ok(z)
 }
 
+/// How many overflow workers a worker may add to the pool: a call that runs past its soft limit
+/// ([`soft_limit`]) no longer holds a place in the queue's service, since an overflow worker
+/// takes its place until it returns (issue #68). Bounded, so a batch of hostile calls holds at
+/// most `workers × (1 + OVERFLOW_PER_WORKER)` processes, each within its own limits.
+pub(crate) const OVERFLOW_PER_WORKER: usize = 4;
+
+/// When a running call stops counting as a worker: a quarter of its wall-clock limit, at most
+/// one second. Quick calls (milliseconds) never reach it; one that loops, sleeps or hangs does,
+/// long before its limit.
+fn soft_limit(timeout: Duration) -> Duration {
+    (timeout / 4).min(Duration::from_secs(1))
+}
+
+type Queue = Arc<Mutex<mpsc::UnboundedReceiver<Job>>>;
+
+/// A worker: takes calls from the queue one at a time. A core worker (`stop` is `None`) starts
+/// its process at once and lives as long as the pool; an overflow worker starts its process on
+/// its first call and ends when `stop` fires (its sender dropped: the call that made it
+/// returned), after the call it is running.
 async fn worker_loop(
     index: usize,
     shared: Arc<Shared>,
-    rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>,
+    rx: Queue,
+    mut stop: Option<oneshot::Receiver<()>>,
 ) {
     let cfg = &shared.launch.config;
     let mut zygote: Option<Zygote> = None;
     let mut failures = 0u32;
-    if cfg.backend == Backend::Zygote {
+    let overflow = stop.is_some();
+    if overflow {
+        // Started on the first call.
+    } else if cfg.backend == Backend::Zygote {
         match start_zygote(index, &shared, false).await {
             Ok(z) => {
                 shared.alive.fetch_add(1, Ordering::SeqCst);
@@ -543,71 +574,43 @@ async fn worker_loop(
             z.kill().await;
         }
     }
-    shared.started.send_modify(|n| *n += 1);
+    if !overflow {
+        shared.started.send_modify(|n| *n += 1);
+    }
     loop {
-        let job = { rx.lock().await.recv().await };
+        let job = match stop.as_mut() {
+            None => rx.lock().await.recv().await,
+            Some(stop) => tokio::select! {
+                // `recv` is cancel-safe: a job is either taken or left in the queue.
+                job = async { rx.lock().await.recv().await } => job,
+                _ = stop => None,
+            },
+        };
         let Some(job) = job else { break };
         shared.queued.fetch_sub(1, Ordering::SeqCst);
         shared.running.fetch_add(1, Ordering::SeqCst);
-        let result = match cfg.backend {
-            Backend::Spawn => match start_zygote(index, &shared, true).await {
-                Ok(mut z) => {
-                    let r = z.call(&job.call, cfg).await;
-                    shared
-                        .zygotes
-                        .lock()
-                        .expect("zygote set lock")
-                        .remove(&z.pid());
-                    z.kill().await;
-                    r.unwrap_or_else(|e| ToolResult::internal(e.to_string()))
-                }
-                Err(e) => ToolResult::internal(e.to_string()),
-            },
-            Backend::Zygote => {
-                // A worker that died between calls is replaced before the
-                // call, which then runs normally.
-                if zygote.as_mut().is_some_and(|z| z.has_exited()) {
-                    tracing::warn!(worker = index, "replacing a worker that died while idle");
-                    retire(&shared, zygote.take()).await;
-                }
-                if zygote.is_none() {
-                    if failures > 0 {
-                        // Back off a little when workers keep failing to start.
-                        tokio::time::sleep(Duration::from_millis(50 * u64::from(failures.min(20))))
-                            .await;
-                    }
-                    match start_zygote(index, &shared, false).await {
-                        Ok(z) => {
-                            failures = 0;
-                            shared.alive.fetch_add(1, Ordering::SeqCst);
-                            zygote = Some(z);
-                        }
-                        Err(e) => {
-                            failures += 1;
-                            tracing::error!(worker = index, error = %e, "worker failed to start");
-                        }
-                    }
-                }
-                match zygote.as_mut() {
-                    None => ToolResult::internal("no worker could be started"),
-                    Some(z) => match z.call(&job.call, cfg).await {
-                        Ok(r) => {
-                            if z.calls >= cfg.max_calls_per_worker {
-                                retire(&shared, zygote.take()).await;
-                            }
-                            r
-                        }
-                        Err(e) => {
-                            tracing::warn!(worker = index, error = %e, "replacing a failed worker");
-                            retire(&shared, zygote.take()).await;
-                            ToolResult::internal(e.to_string())
-                        }
-                    },
+        let soft = soft_limit(job.call.timeout.unwrap_or(cfg.timeout));
+        let result = {
+            let run = run_job(&job.call, index, &shared, &mut zygote, &mut failures);
+            tokio::pin!(run);
+            tokio::select! {
+                r = &mut run => r,
+                () = tokio::time::sleep(soft) => {
+                    // Past the soft limit: an overflow worker serves the queue until this call
+                    // returns (its stop sender lives as long as this arm).
+                    let _helper = spawn_overflow(&shared, &rx);
+                    run.await
                 }
             }
         };
         shared.running.fetch_sub(1, Ordering::SeqCst);
         let _ = job.reply.send(result);
+        // An overflow worker whose call returned stops after the call it ran.
+        if let Some(s) = stop.as_mut()
+            && matches!(s.try_recv(), Err(oneshot::error::TryRecvError::Closed))
+        {
+            break;
+        }
     }
     if let Some(z) = zygote.take() {
         shared
@@ -617,6 +620,95 @@ async fn worker_loop(
             .remove(&z.pid());
         shared.alive.fetch_sub(1, Ordering::SeqCst);
         z.kill().await;
+    }
+    if overflow {
+        shared.overflow.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Starts an overflow worker unless the pool has its most already; the worker ends when the
+/// returned sender is dropped.
+fn spawn_overflow(shared: &Arc<Shared>, rx: &Queue) -> Option<oneshot::Sender<()>> {
+    let most = shared.launch.config.workers * OVERFLOW_PER_WORKER;
+    let n = shared.overflow.fetch_add(1, Ordering::SeqCst);
+    if n >= most {
+        shared.overflow.fetch_sub(1, Ordering::SeqCst);
+        return None;
+    }
+    let (tx, stop) = oneshot::channel();
+    let index = shared.launch.config.workers + n;
+    let worker: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(
+        worker_loop(index, Arc::clone(shared), Arc::clone(rx), Some(stop)),
+    );
+    tokio::spawn(worker);
+    Some(tx)
+}
+
+/// Runs one call on this worker's process (started or replaced as needed).
+async fn run_job(
+    call: &ToolCall,
+    index: usize,
+    shared: &Shared,
+    zygote: &mut Option<Zygote>,
+    failures: &mut u32,
+) -> ToolResult {
+    let cfg = &shared.launch.config;
+    match cfg.backend {
+        Backend::Spawn => match start_zygote(index, shared, true).await {
+            Ok(mut z) => {
+                let r = z.call(call, cfg).await;
+                shared
+                    .zygotes
+                    .lock()
+                    .expect("zygote set lock")
+                    .remove(&z.pid());
+                z.kill().await;
+                r.unwrap_or_else(|e| ToolResult::internal(e.to_string()))
+            }
+            Err(e) => ToolResult::internal(e.to_string()),
+        },
+        Backend::Zygote => {
+            // A worker that died between calls is replaced before the
+            // call, which then runs normally.
+            if zygote.as_mut().is_some_and(|z| z.has_exited()) {
+                tracing::warn!(worker = index, "replacing a worker that died while idle");
+                retire(shared, zygote.take()).await;
+            }
+            if zygote.is_none() {
+                if *failures > 0 {
+                    // Back off a little when workers keep failing to start.
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from((*failures).min(20))))
+                        .await;
+                }
+                match start_zygote(index, shared, false).await {
+                    Ok(z) => {
+                        *failures = 0;
+                        shared.alive.fetch_add(1, Ordering::SeqCst);
+                        *zygote = Some(z);
+                    }
+                    Err(e) => {
+                        *failures += 1;
+                        tracing::error!(worker = index, error = %e, "worker failed to start");
+                    }
+                }
+            }
+            match zygote.as_mut() {
+                None => ToolResult::internal("no worker could be started"),
+                Some(z) => match z.call(call, cfg).await {
+                    Ok(r) => {
+                        if z.calls >= cfg.max_calls_per_worker {
+                            retire(shared, zygote.take()).await;
+                        }
+                        r
+                    }
+                    Err(e) => {
+                        tracing::warn!(worker = index, error = %e, "replacing a failed worker");
+                        retire(shared, zygote.take()).await;
+                        ToolResult::internal(e.to_string())
+                    }
+                },
+            }
+        }
     }
 }
 

@@ -241,7 +241,11 @@ impl Zygote {
             "fsize": cfg.file_size,
             "nofile": cfg.open_files,
             "nproc": cfg.max_processes,
-            "nproc_user": cfg.max_processes as usize * cfg.workers + 16,
+            // Overflow workers (`pool::OVERFLOW_PER_WORKER`) run calls beside the core ones.
+            "nproc_user": cfg.max_processes as usize
+                * cfg.workers
+                * (1 + crate::pool::OVERFLOW_PER_WORKER)
+                + 16,
             "max_output": cfg.max_output,
         });
         self.calls += 1;

@@ -129,3 +129,63 @@ fn a_hung_worker_is_replaced_and_its_call_answered() {
     assert_clean(&pool);
     assert_ne!(pool.pool().worker_pids(), pids);
 }
+
+/// Issue #68: calls that run to their time limit do not hold the queue. Four calls that spin
+/// until their wall clock runs out go first, on a pool of two workers, then 100 quick calls:
+/// every quick call returns, right, before the first spinner does (an ordering check, not a
+/// timing one: the spinners' limit is far above what the quick calls need).
+#[test]
+fn quick_calls_do_not_wait_behind_calls_at_their_time_limit() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let pool =
+        Arc::new(BlockingPool::new(builder().workers(2).timeout(Duration::from_secs(15))).unwrap());
+    let order = Arc::new(AtomicUsize::new(0));
+    let done: Arc<Mutex<Vec<(usize, bool, Outcome, String)>>> = Arc::default();
+    let mut threads = Vec::new();
+    let mut submit = |code: String, spinner: bool| {
+        let (pool, order, done) = (Arc::clone(&pool), Arc::clone(&order), Arc::clone(&done));
+        threads.push(std::thread::spawn(move || {
+            let r = pool.run(ToolCall::python(&code, ""));
+            let at = order.fetch_add(1, Ordering::SeqCst);
+            done.lock()
+                .unwrap()
+                .push((at, spinner, r.outcome, r.stdout));
+        }));
+    };
+    for _ in 0..4 {
+        submit("while True:\n    pass".into(), true);
+    }
+    // The spinners are queued (and taken) first.
+    std::thread::sleep(Duration::from_millis(200));
+    for i in 0..100 {
+        submit(format!("print({i} * 2)"), false);
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    let done = done.lock().unwrap();
+    let first_spinner = done.iter().filter(|d| d.1).map(|d| d.0).min().unwrap();
+    let mut quick = 0;
+    for (at, spinner, outcome, stdout) in done.iter() {
+        if *spinner {
+            assert_eq!(*outcome, Outcome::Timeout);
+        } else {
+            quick += 1;
+            assert_eq!(*outcome, Outcome::Output, "{stdout}");
+            assert!(
+                *at < first_spinner,
+                "a quick call returned {at}th, after the first spinner ({first_spinner}th)"
+            );
+        }
+    }
+    assert_eq!(quick, 100);
+    let mut outputs: Vec<i64> = done
+        .iter()
+        .filter(|d| !d.1)
+        .map(|d| d.3.trim().parse().unwrap())
+        .collect();
+    outputs.sort_unstable();
+    assert_eq!(outputs, (0..100).map(|i| i * 2).collect::<Vec<_>>());
+    assert_clean(&pool);
+}
