@@ -141,7 +141,9 @@ fn quick_calls_do_not_wait_behind_calls_at_their_time_limit() {
     let pool =
         Arc::new(BlockingPool::new(builder().workers(2).timeout(Duration::from_secs(15))).unwrap());
     let order = Arc::new(AtomicUsize::new(0));
-    let done: Arc<Mutex<Vec<(usize, bool, Outcome, String)>>> = Arc::default();
+    // (the order it returned in, whether it spins, its outcome, its stdout)
+    type Done = Vec<(usize, bool, Outcome, String)>;
+    let done: Arc<Mutex<Done>> = Arc::default();
     let mut threads = Vec::new();
     let mut submit = |code: String, spinner: bool| {
         let (pool, order, done) = (Arc::clone(&pool), Arc::clone(&order), Arc::clone(&done));
