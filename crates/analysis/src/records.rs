@@ -100,6 +100,12 @@ pub struct ToolLatency {
     /// Calls slower than the budget (0 without one).
     #[serde(default)]
     pub over_budget: usize,
+    /// Seconds the step's calls spent in the queue while another call was past its soft limit
+    /// (running toward its time limit): the time lost behind calls that loop, sleep or hang
+    /// (issue #68). Summed over the calls; the in-process pool tells it, tool servers do not
+    /// (absent then, and in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind_limit_secs: Option<f64>,
 }
 
 impl ToolLatency {
@@ -122,6 +128,7 @@ impl ToolLatency {
             wait_max_ms: wait[wait.len() - 1],
             budget_secs,
             over_budget: budget_secs.map_or(0, |b| calls.iter().filter(|c| c.0 > b).count()),
+            behind_limit_secs: None,
         })
     }
 }

@@ -279,8 +279,9 @@ impl PoolTools {
     /// Runs `call`, noting its latency and run time.
     async fn timed(&self, call: rstar_toolenv::ToolCall) -> rstar_toolenv::ToolResult {
         let started = std::time::Instant::now();
-        let result = self.pool.run(call).await;
-        self.timings.record(started.elapsed(), result.cost);
+        let (result, behind) = self.pool.run_waited(call).await;
+        self.timings
+            .record_waited(started.elapsed(), result.cost, behind);
         result
     }
 

@@ -18,7 +18,44 @@ use crate::worker::{Launch, Zygote};
 
 struct Job {
     call: ToolCall,
-    reply: oneshot::Sender<ToolResult>,
+    reply: oneshot::Sender<(ToolResult, Duration)>,
+    /// [`StalledClock::now`] when the call was queued.
+    queued_at: Duration,
+}
+
+/// The time during which at least one running call was past its soft limit ([`soft_limit`]),
+/// as a clock that only runs then: the part of a call's queue wait spent behind calls at their
+/// limit is the clock's advance between its queueing and its start.
+#[derive(Default)]
+struct StalledClock {
+    /// Calls past their soft limit now.
+    stalled: usize,
+    /// The clock's reading when `stalled` last rose from 0, and when.
+    since: Option<std::time::Instant>,
+    /// The clock's reading at `since` (or now, when nothing is stalled).
+    total: Duration,
+}
+
+impl StalledClock {
+    fn now(&self) -> Duration {
+        self.total + self.since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    fn stall(&mut self) {
+        if self.stalled == 0 {
+            self.since = Some(std::time::Instant::now());
+        }
+        self.stalled += 1;
+    }
+
+    fn unstall(&mut self) {
+        self.stalled -= 1;
+        if self.stalled == 0
+            && let Some(s) = self.since.take()
+        {
+            self.total += s.elapsed();
+        }
+    }
 }
 
 /// A snapshot of the pool's load (for a service's `/status`).
@@ -38,6 +75,8 @@ pub struct PoolStatus {
 
 struct Shared {
     launch: Launch,
+    /// When calls were past their soft limit ([`StalledClock`]).
+    stalled: std::sync::Mutex<StalledClock>,
     /// Overflow workers alive now ([`OVERFLOW_PER_WORKER`]).
     overflow: AtomicUsize,
     queued: AtomicUsize,
@@ -51,6 +90,12 @@ struct Shared {
     last_start_error: std::sync::Mutex<Option<String>>,
     /// Workers that finished their first start attempt (ok or not).
     started: watch::Sender<usize>,
+}
+
+impl Shared {
+    fn stalled_clock(&self) -> Duration {
+        self.stalled.lock().expect("stalled clock lock").now()
+    }
 }
 
 impl Drop for Shared {
@@ -146,6 +191,7 @@ impl Pool {
                 unmasks,
             },
             overflow: AtomicUsize::new(0),
+            stalled: std::sync::Mutex::default(),
             queued: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             alive: AtomicUsize::new(0),
@@ -172,14 +218,37 @@ impl Pool {
 
     /// Runs one call. Never fails: sandbox failures are results too.
     pub async fn run(&self, call: ToolCall) -> ToolResult {
+        self.run_waited(call).await.0
+    }
+
+    /// [`Pool::run`], with the part of the call's queue wait spent while another call was past
+    /// its soft limit (a quarter of its timeout, at most 1 s): the time it waited behind calls at
+    /// their time limit, which the overflow workers keep short (issue #68).
+    pub async fn run_waited(&self, call: ToolCall) -> (ToolResult, Duration) {
         let (reply, rx) = oneshot::channel();
         self.shared.queued.fetch_add(1, Ordering::SeqCst);
-        if self.tx.send(Job { call, reply }).is_err() {
+        let queued_at = self.shared.stalled_clock();
+        if self
+            .tx
+            .send(Job {
+                call,
+                reply,
+                queued_at,
+            })
+            .is_err()
+        {
             self.shared.queued.fetch_sub(1, Ordering::SeqCst);
-            return ToolResult::internal("the pool is shut down");
+            return (
+                ToolResult::internal("the pool is shut down"),
+                Duration::ZERO,
+            );
         }
-        rx.await
-            .unwrap_or_else(|_| ToolResult::internal("the worker dropped the call"))
+        rx.await.unwrap_or_else(|_| {
+            (
+                ToolResult::internal("the worker dropped the call"),
+                Duration::ZERO,
+            )
+        })
     }
 
     /// Runs calls concurrently (bounded by the worker count) and returns the
@@ -587,6 +656,7 @@ async fn worker_loop(
             },
         };
         let Some(job) = job else { break };
+        let behind = shared.stalled_clock().saturating_sub(job.queued_at);
         shared.queued.fetch_sub(1, Ordering::SeqCst);
         shared.running.fetch_add(1, Ordering::SeqCst);
         let soft = soft_limit(job.call.timeout.unwrap_or(cfg.timeout));
@@ -599,12 +669,15 @@ async fn worker_loop(
                     // Past the soft limit: an overflow worker serves the queue until this call
                     // returns (its stop sender lives as long as this arm).
                     let _helper = spawn_overflow(&shared, &rx);
-                    run.await
+                    shared.stalled.lock().expect("stalled clock lock").stall();
+                    let r = run.await;
+                    shared.stalled.lock().expect("stalled clock lock").unstall();
+                    r
                 }
             }
         };
         shared.running.fetch_sub(1, Ordering::SeqCst);
-        let _ = job.reply.send(result);
+        let _ = job.reply.send((result, behind));
         // An overflow worker whose call returned stops after the call it ran.
         if let Some(s) = stop.as_mut()
             && matches!(s.try_recv(), Err(oneshot::error::TryRecvError::Closed))
@@ -753,6 +826,12 @@ impl BlockingPool {
         self.runtime.block_on(self.pool.run(call))
     }
 
+    /// [`Pool::run_waited`]: the result and the time the call waited behind calls at their
+    /// time limit.
+    pub fn run_waited(&self, call: ToolCall) -> (ToolResult, Duration) {
+        self.runtime.block_on(self.pool.run_waited(call))
+    }
+
     /// Runs calls concurrently; results in input order.
     pub fn run_batch(&self, calls: Vec<ToolCall>) -> Vec<ToolResult> {
         self.runtime.block_on(self.pool.run_batch(calls))
@@ -761,5 +840,31 @@ impl BlockingPool {
     /// The async pool inside.
     pub fn pool(&self) -> &Pool {
         &self.pool
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StalledClock;
+    use std::time::Duration;
+
+    #[test]
+    fn the_stalled_clock_runs_only_while_a_call_is_past_its_soft_limit() {
+        let mut clock = StalledClock::default();
+        let a = clock.now();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(clock.now(), a, "nothing stalled: the clock stands");
+        clock.stall();
+        clock.stall();
+        std::thread::sleep(Duration::from_millis(5));
+        clock.unstall();
+        let b = clock.now();
+        assert!(b > a, "one call still stalled: the clock runs");
+        std::thread::sleep(Duration::from_millis(5));
+        clock.unstall();
+        let c = clock.now();
+        assert!(c > b);
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(clock.now(), c, "all returned: the clock stands again");
     }
 }

@@ -64,8 +64,15 @@ pub fn rl_line(record: &rl::StepRecord) -> String {
         )
     };
     let latency = record.tool_latency.map_or(String::new(), |l| {
+        // The queue time lost behind calls at their time limit, when there was any.
+        let behind = l
+            .behind_limit_secs
+            .filter(|&s| s >= 0.05)
+            .map_or(String::new(), |s| {
+                format!(", {s:.1}s waited behind calls at their limit")
+            });
         format!(
-            ", tool call p50 {:.1} ms p99 {:.1} ms max {:.1} ms",
+            ", tool call p50 {:.1} ms p99 {:.1} ms max {:.1} ms{behind}",
             l.p50_ms, l.p99_ms, l.max_ms
         )
     });

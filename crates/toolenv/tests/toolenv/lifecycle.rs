@@ -141,18 +141,19 @@ fn quick_calls_do_not_wait_behind_calls_at_their_time_limit() {
     let pool =
         Arc::new(BlockingPool::new(builder().workers(2).timeout(Duration::from_secs(15))).unwrap());
     let order = Arc::new(AtomicUsize::new(0));
-    // (the order it returned in, whether it spins, its outcome, its stdout)
-    type Done = Vec<(usize, bool, Outcome, String)>;
+    // (the order it returned in, whether it spins, its outcome, its stdout, how long it waited
+    // behind calls at their limit)
+    type Done = Vec<(usize, bool, Outcome, String, Duration)>;
     let done: Arc<Mutex<Done>> = Arc::default();
     let mut threads = Vec::new();
     let mut submit = |code: String, spinner: bool| {
         let (pool, order, done) = (Arc::clone(&pool), Arc::clone(&order), Arc::clone(&done));
         threads.push(std::thread::spawn(move || {
-            let r = pool.run(ToolCall::python(&code, ""));
+            let (r, behind) = pool.run_waited(ToolCall::python(&code, ""));
             let at = order.fetch_add(1, Ordering::SeqCst);
             done.lock()
                 .unwrap()
-                .push((at, spinner, r.outcome, r.stdout));
+                .push((at, spinner, r.outcome, r.stdout, behind));
         }));
     };
     for _ in 0..4 {
@@ -169,7 +170,7 @@ fn quick_calls_do_not_wait_behind_calls_at_their_time_limit() {
     let done = done.lock().unwrap();
     let first_spinner = done.iter().filter(|d| d.1).map(|d| d.0).min().unwrap();
     let mut quick = 0;
-    for (at, spinner, outcome, stdout) in done.iter() {
+    for (at, spinner, outcome, stdout, _) in done.iter() {
         if *spinner {
             assert_eq!(*outcome, Outcome::Timeout);
         } else {
@@ -182,6 +183,13 @@ fn quick_calls_do_not_wait_behind_calls_at_their_time_limit() {
         }
     }
     assert_eq!(quick, 100);
+    // The quick calls queued while the first spinners were past their soft limit: some of their
+    // wait is counted as waiting behind calls at their limit (while overflow workers started).
+    let behind: Duration = done.iter().filter(|d| !d.1).map(|d| d.4).sum();
+    assert!(
+        behind > Duration::ZERO,
+        "no wait behind the spinners was counted"
+    );
     let mut outputs: Vec<i64> = done
         .iter()
         .filter(|d| !d.1)
