@@ -1276,12 +1276,8 @@ const UNSAFE_FILES: &[(&str, &str)] = &[
         "mallopt and mallinfo2, the C calls that tune and read glibc's allocator",
     ),
     (
-        "crates/policy/tests/memory.rs",
-        "a counting `GlobalAlloc` implements an unsafe trait",
-    ),
-    (
-        "crates/policy/benches/memory.rs",
-        "a counting `GlobalAlloc` implements an unsafe trait",
+        "crates/testdata/src/alloc.rs",
+        "a counting `GlobalAlloc` implements an unsafe trait (the memory test and benchmark)",
     ),
     (
         "crates/toolenv/tests/toolenv/adversarial.rs",

@@ -19,82 +19,17 @@
 //! separates attention's `t²` term from the per-token one), `RSTAR_MEMORY_RANK` (16),
 //! `RSTAR_MEMORY_LAYERS` (Qwen3-0.6B's 28; fewer for a quick look), `RSTAR_MEMORY_REPLAY=FILE`
 //! (take the cases' results from an earlier run's stderr instead of measuring them again).
-#![allow(unsafe_code)] // reason: a `GlobalAlloc` that counts bytes must implement an unsafe trait
-
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rstar_policy::lora::LoraConfig;
 use rstar_policy::{Precision, Qwen, QwenConfig, sequence_nll};
-
-/// Bytes currently allocated and the peak since the last [`reset_peak`].
-struct Counting;
-
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn add(bytes: usize) {
-    let now = CURRENT.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the
-// counters are only bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, passed on as is.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            add(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            add(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with `layout` (every allocation goes through
-        // this allocator).
-        unsafe { System.dealloc(ptr, layout) };
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as for `dealloc` and `alloc`.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-            add(new_size);
-        }
-        p
-    }
-}
+use rstar_testdata::alloc::{Counting, current, peak, reset_peak};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-fn now() -> usize {
-    CURRENT.load(Ordering::Relaxed)
-}
-
-fn reset_peak() {
-    PEAK.store(now(), Ordering::Relaxed);
-}
-
-fn peak() -> usize {
-    PEAK.load(Ordering::Relaxed)
-}
 
 /// A configuration: its name, what it is, and how the model is prepared.
 struct Case {
@@ -261,7 +196,7 @@ fn run_case(case: &Case) {
     }
     let rank = env_usize("RSTAR_MEMORY_RANK", 16);
     let device = Device::flex().autodiff();
-    let start = now();
+    let start = current();
     let model = Qwen::random(config.clone(), 0, &device).expect("the model builds");
     let mut model = if case.lora {
         model
@@ -275,7 +210,7 @@ fn run_case(case: &Case) {
     model = model
         .with_precision(case.compute)
         .with_gradient_checkpointing(case.checkpointing == Ckpt::Layers);
-    let weights = now() - start;
+    let weights = current() - start;
     let trainable = model.trainable_parameters();
     let ids: Vec<i64> = (0..b * t)
         .map(|i| ((i * 7919 + 13) % config.vocab_size) as i64)
@@ -294,7 +229,7 @@ fn run_case(case: &Case) {
     drop(loss);
     let step_peak = peak() - start;
     // What stays between steps: the weights and the optimizer's moments.
-    let resident = now() - start;
+    let resident = current() - start;
     let line = serde_json::json!({
         "case": case.name,
         "batch": [b, t],

@@ -377,10 +377,11 @@ impl Collected {
                 };
                 let n = g.shape().num_elements();
                 let g = g.without_autodiff().reshape([n]);
-                let slot = self.into.0.remove(&param.id);
-                self.into
-                    .0
-                    .insert(param.id, slot.map_or(g.clone(), |acc| acc + g));
+                let sum = match self.into.0.remove(&param.id) {
+                    Some(acc) => acc + g,
+                    None => g,
+                };
+                self.into.0.insert(param.id, sum);
             }
         }
         burn::module::Module::visit(model, &mut Visit { grads, into: self });

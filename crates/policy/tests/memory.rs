@@ -1,74 +1,16 @@
 //! The fused loss's memory does not grow with `batch × length × vocabulary`: the heap's peak
 //! during a forward and backward pass, measured by a counting global allocator (the CPU
-//! backend allocates its tensors on the Rust heap). Its own test binary, with one test, so no
-//! other test allocates while it measures.
-#![allow(unsafe_code)] // reason: a `GlobalAlloc` that counts bytes must implement an unsafe trait
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
+//! backend allocates its tensors on the Rust heap, `rstar_testdata::alloc`). Its own test binary,
+//! with one test, so no other test allocates while it measures.
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rstar_policy::{
     Qwen, QwenConfig, masked_nll, sequence_logprobs_chunked, sequence_loss_chunked,
     sequence_nll_chunked,
 };
-
-/// Bytes currently allocated and the peak since the last [`reset_peak`].
-struct Counting;
-
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the
-// counters are only bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, passed on as is.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with `layout` (every allocation goes through
-        // this allocator).
-        unsafe { System.dealloc(ptr, layout) };
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as for `dealloc` and `alloc`.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-            let now = CURRENT.fetch_add(new_size, Ordering::Relaxed) + new_size;
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-}
+use rstar_testdata::alloc::{Counting, peak, reset_peak};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-fn reset_peak() -> usize {
-    let now = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(now, Ordering::Relaxed);
-    now
-}
 
 const BATCH: usize = 4;
 const LEN: usize = 257;
@@ -124,7 +66,7 @@ fn peak_bytes(vocab: usize, fused: bool, kind: Loss) -> usize {
     let grads = loss.backward();
     assert!(model.embed_tokens.val().grad(&grads).is_some());
     drop(grads);
-    PEAK.load(Ordering::Relaxed) - base
+    peak() - base
 }
 
 #[test]

@@ -11,7 +11,8 @@
 //! It is **not** a data loader: it returns paths; parsing belongs to the tests. Beside the
 //! paths it holds the test doubles more than one crate's tests use: [`PairTokenizer`], a
 //! tokenizer whose token spans differ from byte spans, and [`scorer`], a boxed-answer scorer
-//! written out by hand (the episode and tasks tests).
+//! written out by hand (the episode and tasks tests); and [`alloc::Counting`], the counting
+//! global allocator of the binaries that measure the heap.
 //!
 //! ```no_run
 //! let aime = rstar_testdata::dataset("aime24.jsonl");
@@ -22,6 +23,7 @@
 //! None.
 #![warn(missing_docs)]
 
+pub mod alloc;
 mod episode;
 
 pub use episode::{PairTokenizer, last_boxed, scorer};

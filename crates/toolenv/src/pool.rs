@@ -635,12 +635,7 @@ async fn worker_loop(
     } else if shared.report.get().is_none() {
         // The spawn backend reports the same layers; start one probe worker.
         if let Ok(z) = start_zygote(index, &shared, false).await {
-            shared
-                .zygotes
-                .lock()
-                .expect("zygote set lock")
-                .remove(&z.pid());
-            z.kill().await;
+            discard(&shared, z).await;
         }
     }
     if !overflow {
@@ -686,13 +681,8 @@ async fn worker_loop(
         }
     }
     if let Some(z) = zygote.take() {
-        shared
-            .zygotes
-            .lock()
-            .expect("zygote set lock")
-            .remove(&z.pid());
         shared.alive.fetch_sub(1, Ordering::SeqCst);
-        z.kill().await;
+        discard(&shared, z).await;
     }
     if overflow {
         shared.overflow.fetch_sub(1, Ordering::SeqCst);
@@ -730,12 +720,7 @@ async fn run_job(
         Backend::Spawn => match start_zygote(index, shared, true).await {
             Ok(mut z) => {
                 let r = z.call(call, cfg).await;
-                shared
-                    .zygotes
-                    .lock()
-                    .expect("zygote set lock")
-                    .remove(&z.pid());
-                z.kill().await;
+                discard(shared, z).await;
                 r.unwrap_or_else(|e| ToolResult::internal(e.to_string()))
             }
             Err(e) => ToolResult::internal(e.to_string()),
@@ -787,15 +772,20 @@ async fn run_job(
 
 async fn retire(shared: &Shared, z: Option<Zygote>) {
     if let Some(z) = z {
-        shared
-            .zygotes
-            .lock()
-            .expect("zygote set lock")
-            .remove(&z.pid());
         shared.alive.fetch_sub(1, Ordering::SeqCst);
         shared.restarts.fetch_add(1, Ordering::SeqCst);
-        z.kill().await;
+        discard(shared, z).await;
     }
+}
+
+/// Stops `z` and forgets its pid (the set `worker_pids` and the stray check read).
+async fn discard(shared: &Shared, z: Zygote) {
+    shared
+        .zygotes
+        .lock()
+        .expect("zygote set lock")
+        .remove(&z.pid());
+    z.kill().await;
 }
 
 /// A blocking wrapper: owns a small tokio runtime and a [`Pool`].

@@ -35,6 +35,21 @@ fn optimizer_ids(dir: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// The run in `parts` (stopped and resumed) ended as the one in `whole`: the same records in
+/// each of `files` (none empty) and the same adapter bytes in the last checkpoint.
+fn same_ending(whole: &Path, parts: &Path, files: &[&str]) {
+    for file in files {
+        let (a, b) = (records(&whole.join(file)), records(&parts.join(file)));
+        assert!(!a.is_empty(), "{file}");
+        assert_eq!(a, b, "{file}");
+    }
+    let adapter = "checkpoints/last/adapter_model.safetensors";
+    assert_eq!(
+        std::fs::read(whole.join(adapter)).unwrap(),
+        std::fs::read(parts.join(adapter)).unwrap()
+    );
+}
+
 #[test]
 fn a_lora_run_trains_the_adapters_alone_and_resumes_bit_for_bit() {
     let dir = tempfile::tempdir().unwrap();
@@ -166,19 +181,15 @@ fn a_lora_run_trains_the_adapters_alone_and_resumes_bit_for_bit() {
     std::fs::remove_dir_all(&copy_base).unwrap();
     save_dir(&other, &Tokenizer::char(), &copy_base, WeightDtype::F32).unwrap();
     train(&["train", "--resume", parts_s]);
-    for file in [
-        "sft_metrics.jsonl",
-        "metrics.jsonl",
-        "eval.jsonl",
-        "samples.jsonl",
-    ] {
-        let (a, b) = (records(&whole.join(file)), records(&parts.join(file)));
-        assert!(!a.is_empty(), "{file}");
-        assert_eq!(a, b, "{file}");
-    }
-    assert_eq!(
-        std::fs::read(whole.join("checkpoints/last/adapter_model.safetensors")).unwrap(),
-        std::fs::read(parts.join("checkpoints/last/adapter_model.safetensors")).unwrap()
+    same_ending(
+        &whole,
+        &parts,
+        &[
+            "sft_metrics.jsonl",
+            "metrics.jsonl",
+            "eval.jsonl",
+            "samples.jsonl",
+        ],
     );
 
     // The stage's adapter evaluates as its merged model.
@@ -270,13 +281,9 @@ fn a_bf16_base_run_resumes_bit_for_bit_and_is_refused_without_lora() {
     let (ok, _, stderr) = rstar(&["train", "--resume", parts_s, "--base-precision", "f32"]);
     assert!(!ok && stderr.contains("--base-precision"), "{stderr}");
     train(&["train", "--resume", parts_s]);
-    for file in ["metrics.jsonl", "eval.jsonl", "samples.jsonl"] {
-        let (a, b) = (records(&whole.join(file)), records(&parts.join(file)));
-        assert!(!a.is_empty(), "{file}");
-        assert_eq!(a, b, "{file}");
-    }
-    assert_eq!(
-        std::fs::read(whole.join("checkpoints/last/adapter_model.safetensors")).unwrap(),
-        std::fs::read(parts.join("checkpoints/last/adapter_model.safetensors")).unwrap()
+    same_ending(
+        &whole,
+        &parts,
+        &["metrics.jsonl", "eval.jsonl", "samples.jsonl"],
     );
 }

@@ -562,6 +562,36 @@ fn optimizer_ids(optimizer: ModuleOptimizer) -> std::collections::HashSet<u64> {
         .collect()
 }
 
+/// Two RL steps of one stage (`s`, seed 4) on `ts` with `options` and a fresh AdamW: the
+/// model, the optimizer, and the updates taken.
+fn two_steps(
+    mut model: Qwen,
+    options: &rstar_train::config::RlOptions,
+    ts: &[rstar_tasks::tasks::Task],
+) -> (Qwen, ModuleOptimizer, usize) {
+    let stage = Stage::new("s", 160, 3).steps(1);
+    let pool = prompts(ts);
+    let mut optimizer = rstar_train::optim::rl_adamw(options);
+    let mut updates = 0;
+    for step in 1..=2 {
+        let inputs = StepInputs {
+            step,
+            stage: &stage,
+            stage_index: 0,
+            pool: &pool,
+            options,
+            seed: 4,
+            template: TemplateFormat::Compact,
+            tool_latency_budget_secs: None,
+        };
+        let (next, rec, _) =
+            rl::step(model, &mut optimizer, &Tokenizer::char(), &inputs, &tools()).unwrap();
+        model = next;
+        updates += rec.updates;
+    }
+    (model, optimizer, updates)
+}
+
 #[test]
 fn a_lora_step_moves_the_adapters_alone_on_every_update_thread() {
     let ts = tasks(4, 8);
@@ -581,27 +611,7 @@ fn a_lora_step_moves_the_adapters_alone_on_every_update_thread() {
     // Two update threads: each forks the model, and a fork must keep the base frozen.
     options.threads = 2;
     options.lora = Some(lora);
-    let stage = Stage::new("s", 160, 3).steps(1);
-    let pool = prompts(&ts);
-    let mut optimizer = rstar_train::optim::rl_adamw(&options);
-    let mut model = model;
-    let mut updates = 0;
-    for step in 1..=2 {
-        let inputs = StepInputs {
-            step,
-            stage: &stage,
-            stage_index: 0,
-            pool: &pool,
-            options: &options,
-            seed: 4,
-            template: TemplateFormat::Compact,
-            tool_latency_budget_secs: None,
-        };
-        let (next, rec, _) =
-            rl::step(model, &mut optimizer, &Tokenizer::char(), &inputs, &tools()).unwrap();
-        model = next;
-        updates += rec.updates;
-    }
+    let (model, optimizer, updates) = two_steps(model, &options, &ts);
     assert!(updates > 0, "no group survived: nothing to check");
     assert_eq!(model.base_digest().unwrap(), digest, "the base moved");
     assert_ne!(model.adapter_tensors().unwrap(), adapters_before);
@@ -636,27 +646,7 @@ fn a_checkpointed_rl_step_takes_the_same_step() {
             options.prompts_per_step = 4;
             options.lora = adapters.clone();
             options.gradient_checkpointing = checkpointing;
-            let stage = Stage::new("s", 160, 3).steps(1);
-            let pool = prompts(&ts);
-            let mut optimizer = rstar_train::optim::rl_adamw(&options);
-            let mut model = model.clone();
-            let mut updates = 0;
-            for step in 1..=2 {
-                let inputs = StepInputs {
-                    step,
-                    stage: &stage,
-                    stage_index: 0,
-                    pool: &pool,
-                    options: &options,
-                    seed: 4,
-                    template: TemplateFormat::Compact,
-                    tool_latency_budget_secs: None,
-                };
-                let (next, rec, _) =
-                    rl::step(model, &mut optimizer, &Tokenizer::char(), &inputs, &tools()).unwrap();
-                model = next;
-                updates += rec.updates;
-            }
+            let (model, _, updates) = two_steps(model.clone(), &options, &ts);
             assert!(updates > 0, "{name}: no group survived: nothing to check");
             assert!(
                 !model.checkpointing,
