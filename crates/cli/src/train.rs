@@ -131,6 +131,11 @@ pub struct Args {
     /// [default: disk].
     #[arg(long, value_name = "HOW")]
     pub publish_via: Option<rstar_agent::train::PublishVia>,
+    /// With `--engines URL…` and `--lora`: `adapter` (publish the adapter alone, loaded by
+    /// each engine under the step's version: `rstar serve`, vLLM with `--enable-lora`) or
+    /// `merged` (the merged model, for engines without runtime adapters) [default: adapter].
+    #[arg(long, value_name = "WHAT")]
+    pub publish_lora: Option<rstar_agent::train::PublishLora>,
     /// `--rollout scheduled`: `static`, `least-requests` or `kv-aware` [default: kv-aware].
     #[arg(long, value_name = "POLICY")]
     pub dispatch: Option<DispatchPolicy>,
@@ -319,6 +324,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--publish-dir", args.publish_dir.is_some()),
         ("--publish-dtype", args.publish_dtype.is_some()),
         ("--publish-via", args.publish_via.is_some()),
+        ("--publish-lora", args.publish_lora.is_some()),
         ("--dispatch", args.dispatch.is_some()),
         ("--record-entropy", args.record_entropy),
         ("--checkpoint-every", args.checkpoint_every.is_some()),
@@ -451,6 +457,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(via) = args.publish_via {
             config.rl.publish_via = via;
+        }
+        if let Some(what) = args.publish_lora {
+            config.rl.publish_lora = what;
         }
         if let Some(dtype) = &args.publish_dtype {
             config.rl.publish_dtype = if dtype == "bf16" {

@@ -342,6 +342,10 @@ pub struct LocalEngineConfig {
     pub gather: Duration,
     /// The engine's name.
     pub name: String,
+    /// The weight version its turns report until the first [`LocalEngine::swap_weights`]
+    /// ([`INITIAL_WEIGHT_VERSION`] by default; `rstar serve` names an adapter's engines for the
+    /// adapter).
+    pub weight_version: String,
 }
 
 impl LocalEngineConfig {
@@ -355,6 +359,7 @@ impl LocalEngineConfig {
             kv_capacity: 64 * 4096,
             gather: Duration::from_millis(2),
             name: "local".into(),
+            weight_version: INITIAL_WEIGHT_VERSION.into(),
         }
     }
 }
@@ -580,7 +585,7 @@ fn serve(
     rx: mpsc::Receiver<Message>,
     load: &LoadCounters,
 ) {
-    let mut version: Arc<str> = Arc::from(INITIAL_WEIGHT_VERSION);
+    let mut version: Arc<str> = Arc::from(config.weight_version.as_str());
     // A swap met while gathering a batch: done once that batch is written.
     let mut pending: Option<Message> = None;
     loop {

@@ -46,9 +46,9 @@ use serde_json::{Map, Value};
 
 use crate::error::Error;
 use crate::wire::{
-    CollectiveRpc, CommonRequest, CompletionRequest, ErrorResponse, FinishReason, ModelList, Stop,
-    StopReason, TextChoice, TextCompletion, UpdateWeightsFromDisk, UpdateWeightsResponse,
-    WeightVersion,
+    CollectiveRpc, CommonRequest, CompletionRequest, ErrorResponse, FinishReason, LoadLoraAdapter,
+    ModelList, Stop, StopReason, TextChoice, TextCompletion, UnloadLoraAdapter,
+    UpdateWeightsFromDisk, UpdateWeightsResponse, WeightVersion,
 };
 use crate::{BoxError, BoxFuture, EngineLoad, TurnGenerator, TurnSample, TurnSpec};
 
@@ -81,6 +81,10 @@ pub struct RemoteEngineConfig {
     pub logprobs: bool,
     /// The engine's name in logs; `None` uses the URL.
     pub name: Option<String>,
+    /// `model` names a LoRA adapter that is named for its weight version (`step-N`): a turn
+    /// whose answer carries no weight version reports the answer's `model`, which vLLM sets to
+    /// the adapter that wrote it.
+    pub model_is_version: bool,
 }
 
 /// What a `Debug` output shows for an API key: whether one is set, never the key, so a
@@ -105,6 +109,7 @@ impl std::fmt::Debug for RemoteEngineConfig {
             max_model_len,
             logprobs,
             name,
+            model_is_version,
         } = self;
         f.debug_struct("RemoteEngineConfig")
             .field("url", url)
@@ -119,6 +124,7 @@ impl std::fmt::Debug for RemoteEngineConfig {
             .field("max_model_len", max_model_len)
             .field("logprobs", logprobs)
             .field("name", name)
+            .field("model_is_version", model_is_version)
             .finish()
     }
 }
@@ -140,6 +146,7 @@ impl RemoteEngineConfig {
             max_model_len: None,
             logprobs: true,
             name: None,
+            model_is_version: false,
         }
     }
 }
@@ -379,8 +386,13 @@ impl RemoteEngine {
                         .ok_or_else(|| self.error("/v1/models: `data[0].id` is not a string"))?,
                     (None, None) => return Err(self.error("/v1/models: `data` lists no model")),
                 };
+                // vLLM lists an adapter without a context length: its base's (`parent`) holds.
+                let parent = card
+                    .and_then(|c| c.parent.as_ref())
+                    .and_then(|p| models.data.iter().find(|m| m.id.as_ref() == Some(p)));
                 let max_model_len = self.config.max_model_len.or_else(|| {
                     card.and_then(|c| c.max_model_len)
+                        .or_else(|| parent.and_then(|c| c.max_model_len))
                         .and_then(|n| usize::try_from(n).ok())
                 });
                 Ok(ModelInfo {
@@ -475,13 +487,21 @@ impl RemoteEngine {
             .and_then(|l| l.token_logprobs.clone())
             .filter(|lps| lps.len() == tokens.len())
             .unwrap_or_default();
-        // `rstar serve` reports the version per choice; SGLang in the response's metadata.
-        let weight_version = choice.weight_version.clone().or_else(|| {
-            answer
-                .metadata
-                .as_ref()
-                .and_then(|m| m.weight_version.clone())
-        });
+        // `rstar serve` reports the version per choice; SGLang in the response's metadata; vLLM
+        // names the adapter that wrote it.
+        let weight_version = choice
+            .weight_version
+            .clone()
+            .or_else(|| {
+                answer
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.weight_version.clone())
+            })
+            .or_else(|| {
+                (self.config.model_is_version && !answer.model.is_empty())
+                    .then(|| answer.model.clone())
+            });
         Ok(TurnSample {
             tokens,
             logprobs,
@@ -672,18 +692,7 @@ impl RemoteEngine {
     /// [`Error::Unavailable`] when the server does not answer; the server's refusal (a
     /// body of another architecture); another version reported afterwards.
     pub async fn upload_weights(&self, safetensors: Bytes, version: &str) -> Result<(), Error> {
-        let path = format!(
-            "/upload_weights?weight_version={}",
-            version
-                .bytes()
-                .map(|b| match b {
-                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                        (b as char).to_string()
-                    }
-                    other => format!("%{other:02X}"),
-                })
-                .collect::<String>()
-        );
+        let path = format!("/upload_weights?weight_version={}", query_value(version));
         match self
             .exchange_payload(
                 Method::POST,
@@ -710,6 +719,94 @@ impl RemoteEngine {
             )));
         }
         Ok(())
+    }
+
+    /// Serves the PEFT adapter directory `dir` (one the server reads) as `name`:
+    /// `POST /v1/load_lora_adapter {lora_name, lora_path}` (vLLM started with `--enable-lora`
+    /// and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, and `rstar serve`), then `GET /v1/models`
+    /// must list it. One attempt: a load is not repeated blindly.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the server does not answer; its refusal (an adapter its base
+    /// cannot take, a name already loaded, a vLLM without runtime LoRA updating); an adapter
+    /// not listed afterwards.
+    pub async fn load_lora_adapter(&self, name: &str, dir: &std::path::Path) -> Result<(), Error> {
+        let body = LoadLoraAdapter {
+            lora_name: Some(name.to_string()),
+            lora_path: Some(dir.to_string_lossy().into_owned()),
+            load_inplace: None,
+        };
+        self.once("/v1/load_lora_adapter", &body)
+            .await
+            .map_err(|e| match e {
+                // No such route: a vLLM without runtime adapters.
+                Error::Remote { url, message } if message.contains("HTTP 404 Not Found: Not Found") => {
+                    Error::Remote {
+                        url,
+                        message: format!(
+                            "{message} (vLLM serves this route only when started with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True in its environment)"
+                        ),
+                    }
+                }
+                other => other,
+            })?;
+        self.check_listed(name).await
+    }
+
+    /// [`load_lora_adapter`](Self::load_lora_adapter) for engines that cannot read the
+    /// trainer's disk (`rstar serve` only): `POST /v1/upload_lora_adapter?lora_name=N` with
+    /// `adapter` (one file, `rstar_policy::lora::adapter_bytes`) as the body.
+    ///
+    /// # Errors
+    /// As [`load_lora_adapter`](Self::load_lora_adapter).
+    pub async fn upload_lora_adapter(&self, name: &str, adapter: Bytes) -> Result<(), Error> {
+        let path = format!("/v1/upload_lora_adapter?lora_name={}", query_value(name));
+        self.once_payload(&path, ("application/octet-stream", adapter))
+            .await?;
+        self.check_listed(name).await
+    }
+
+    /// Stops serving the adapter `name`: `POST /v1/unload_lora_adapter {lora_name}`.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the server does not answer; its refusal (an unknown name).
+    pub async fn unload_lora_adapter(&self, name: &str) -> Result<(), Error> {
+        let body = UnloadLoraAdapter {
+            lora_name: Some(name.to_string()),
+        };
+        self.once("/v1/unload_lora_adapter", &body).await
+    }
+
+    async fn check_listed(&self, name: &str) -> Result<(), Error> {
+        let models: ModelList = self.get("/v1/models").await?;
+        if models.data.iter().any(|m| m.id.as_deref() == Some(name)) {
+            return Ok(());
+        }
+        Err(self.error(format!(
+            "the adapter `{name}` was loaded, but GET /v1/models does not list it"
+        )))
+    }
+
+    /// One `POST path` of `body` as JSON; any 2xx answer (vLLM answers its adapter routes
+    /// with text) is success.
+    async fn once(&self, path: &str, body: &impl Serialize) -> Result<(), Error> {
+        let body = serde_json::to_vec(body)
+            .map_err(|e| self.error(format!("{path}: building the request: {e}")))?;
+        self.once_payload(path, ("application/json", Bytes::from(body)))
+            .await
+    }
+
+    async fn once_payload(&self, path: &str, payload: (&'static str, Bytes)) -> Result<(), Error> {
+        match self
+            .exchange_payload(Method::POST, path, Some(payload))
+            .await
+        {
+            Ok((status, _)) if status.is_success() => Ok(()),
+            Ok((status, body)) => {
+                Err(self.error(format!("{path}: HTTP {status}: {}", error_message(&body))))
+            }
+            Err(failure) => Err(self.unavailable(format!("{path}: {}", failure.message))),
+        }
     }
 
     /// The weight version the server reports (`GET /get_weight_version`, `rstar serve` and
@@ -742,6 +839,19 @@ pub(crate) fn into_box(e: Error) -> BoxError {
         Error::Unavailable { .. } => Box::new(rstar_scheduler::EngineUnavailable(e.to_string())),
         other => BoxError::from(other),
     }
+}
+
+/// `value` percent-encoded for a query string.
+fn query_value(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 /// The message of an error answer: OpenAI's `error.message`, FastAPI's `detail`, or the text

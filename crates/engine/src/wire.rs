@@ -271,6 +271,29 @@ pub struct UpdateWeightsFromDisk {
     pub weight_version: Option<String>,
 }
 
+/// vLLM's `POST /v1/load_lora_adapter` body (`rstar serve` reads the same).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadLoraAdapter {
+    /// The name requests give as `model` to be served with the adapter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora_name: Option<String>,
+    /// A PEFT adapter directory the server can read (`adapter_config.json`,
+    /// `adapter_model.safetensors`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora_path: Option<String>,
+    /// vLLM's: replace an adapter already loaded under the name instead of refusing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_inplace: Option<bool>,
+}
+
+/// vLLM's `POST /v1/unload_lora_adapter` body.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnloadLoraAdapter {
+    /// The adapter's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora_name: Option<String>,
+}
+
 /// vLLM's `POST /collective_rpc` body.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CollectiveRpc {
@@ -605,6 +628,13 @@ pub struct ModelCard {
     /// vLLM's: the model it was loaded from.
     #[serde(default, deserialize_with = "lenient")]
     pub root: Option<String>,
+    /// vLLM's, for a LoRA adapter: the base model it is served over.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub parent: Option<String>,
     /// vLLM's: the context length, in tokens.
     #[serde(default, deserialize_with = "lenient")]
     pub max_model_len: Option<u64>,

@@ -287,6 +287,15 @@ pub fn safetensors_bytes(
     tensors: &[(TensorSpec, Vec<f32>)],
     dtype: WeightDtype,
 ) -> Result<Vec<u8>> {
+    safetensors_bytes_with(tensors, dtype, &[])
+}
+
+/// [`safetensors_bytes`] with `metadata` (key, text) beside `format: pt`.
+pub(crate) fn safetensors_bytes_with(
+    tensors: &[(TensorSpec, Vec<f32>)],
+    dtype: WeightDtype,
+    metadata: &[(&str, &str)],
+) -> Result<Vec<u8>> {
     let path = Path::new("<safetensors>");
     check_all_finite(path, tensors)?;
     let encoded: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
@@ -318,6 +327,9 @@ pub fn safetensors_bytes(
         })?;
     let mut meta = HashMap::new();
     meta.insert("format".to_string(), "pt".to_string());
+    for (key, text) in metadata {
+        meta.insert((*key).to_string(), (*text).to_string());
+    }
     safetensors::serialize(views, Some(meta)).map_err(|e| Error::Safetensors {
         path: path.to_path_buf(),
         message: e.to_string(),

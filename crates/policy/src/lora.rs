@@ -52,7 +52,8 @@ use crate::precision::Precision;
 mod peft;
 
 pub use peft::{
-    ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, load_adapter, read_adapter_config, save_adapter,
+    ADAPTER_CONFIG_FILE, ADAPTER_CONFIG_METADATA, ADAPTER_WEIGHTS_FILE, adapter_bytes,
+    load_adapter, load_adapter_bytes, read_adapter_config, save_adapter,
 };
 
 /// A projection LoRA can adapt, in HF's module names.

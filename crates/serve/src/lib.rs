@@ -14,12 +14,21 @@
 //! | `POST /collective_rpc` | vLLM's, method `reload_weights` only: reload from `kwargs.weights_path`, else from the served directory |
 //! | `POST /reset_prefix_cache` | vLLM's; there is no prefix cache to reset, so it only answers 200 |
 //! | `GET /get_weight_version` | SGLang's: `{"weight_version": …}` (`"default"` until the first update) |
+//! | `POST /v1/load_lora_adapter` | vLLM's: serve the PEFT adapter in `lora_path` as `lora_name` (see below) |
+//! | `POST /v1/upload_lora_adapter` | the same, the adapter sent as the body (`?lora_name=N`) |
+//! | `POST /v1/unload_lora_adapter` | vLLM's: stop serving `lora_name` |
 //!
 //! Weight updates are how a trainer keeps its rollout engines on-policy: it writes its new
 //! weights to a directory and calls one of the two update routes. Requests already waiting
 //! are answered by the old weights, later ones by the new; every completion reports the
 //! version that wrote it, per choice (`weight_version`) and as SGLang does
 //! (`metadata.weight_version`, the oldest of the choices').
+//!
+//! LoRA adapters are served as vLLM serves them: a request whose `model` names a loaded adapter
+//! is answered by the base with that adapter merged in, and reports the adapter's name as its
+//! weight version, so a trainer that publishes each step's adapter under a new name (`step-N`)
+//! sends megabytes instead of the model. The routes, the one-file upload format and what is
+//! refused are in the `adapters` module's documentation (`docs/serve.md`).
 //!
 //! Requests are answered by [`LocalEngine`]s, so concurrent requests (and the `n` choices of
 //! one request) are batched into one generation call. Each request carries its own sampler and
@@ -92,6 +101,7 @@ use rstar_engine::{LocalEngine, LocalEngineConfig, TurnOptions, TurnSpec};
 use rstar_episode::chat::{ChatFormat, ChatMessage, ChatRole, ChatToolCall, Conversation, Json};
 use rstar_episode::template::{Template, TemplateFormat};
 
+mod adapters;
 pub mod error;
 mod stream;
 
@@ -138,6 +148,9 @@ pub struct ServeConfig {
     /// What one client can hold: open connections, and how long a request head and body may
     /// take to arrive ([`rstar_http::ConnectionLimits`]).
     pub limits: rstar_http::ConnectionLimits,
+    /// The most LoRA adapters loaded at once (`/v1/load_lora_adapter`); each holds a merged
+    /// copy of the projections per engine. 0 refuses every adapter.
+    pub max_lora_adapters: usize,
 }
 
 /// Shows whether an API key is set, never the key.
@@ -159,6 +172,7 @@ impl std::fmt::Debug for ServeConfig {
             model_dir,
             api_key,
             limits,
+            max_lora_adapters,
         } = self;
         f.debug_struct("ServeConfig")
             .field("host", host)
@@ -175,6 +189,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("model_dir", model_dir)
             .field("api_key", &rstar_engine::remote::redacted(api_key))
             .field("limits", limits)
+            .field("max_lora_adapters", max_lora_adapters)
             .finish()
     }
 }
@@ -182,7 +197,7 @@ impl std::fmt::Debug for ServeConfig {
 impl ServeConfig {
     /// Loopback port 8000, one engine, batches of up to 64, 2 ms gathering, the ChatML layout,
     /// 32 MiB bodies, 16 default completion tokens, at most 256 choices a request and 1024 in
-    /// flight.
+    /// flight, at most 4 LoRA adapters.
     pub fn new(model_name: impl Into<String>) -> Self {
         ServeConfig {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -199,6 +214,7 @@ impl ServeConfig {
             model_dir: None,
             api_key: None,
             limits: rstar_http::ConnectionLimits::new(),
+            max_lora_adapters: 4,
         }
     }
 
@@ -297,21 +313,16 @@ pub fn router(model: Qwen, tokenizer: Tokenizer, config: ServeConfig) -> Result<
     let model_config = model.config.clone();
     let upload_limit = model_config.num_params().saturating_mul(4) + (16 << 20);
     let device = model.device();
-    let engines = (0..config.engines)
-        .map(|i| {
-            let mut engine_config = LocalEngineConfig::new(Vec::new());
-            engine_config.eos = eos.clone();
-            engine_config.max_batch = config.max_batch;
-            engine_config.gather = config.gather;
-            engine_config.name = format!("serve-{i}");
-            // What a batch of `max_batch` full-length sequences holds.
-            engine_config.kv_capacity = (config.max_batch.max(1) * max_model_len) as u64;
-            Slot {
-                engine: LocalEngine::spawn(model.clone(), tokenizer.clone(), engine_config),
-                in_flight: AtomicUsize::new(0),
-            }
-        })
-        .collect();
+    let engines = spawn_engines(
+        EngineSetup {
+            tokenizer: &tokenizer,
+            eos: &eos,
+            config: &config,
+            max_model_len,
+        },
+        &model,
+        None,
+    );
     let chat_system = default_system_turn(config.template);
     let state = Arc::new(AppState {
         engines,
@@ -328,6 +339,8 @@ pub fn router(model: Qwen, tokenizer: Tokenizer, config: ServeConfig) -> Result<
         device,
         weight_version: std::sync::RwLock::new(rstar_engine::INITIAL_WEIGHT_VERSION.to_string()),
         updating: tokio::sync::Mutex::new(()),
+        base: std::sync::RwLock::new(model),
+        adapters: adapters::Adapters::default(),
     });
     let api_key = config.api_key.clone();
     let budget_layer = axum::middleware::from_fn_with_state(
@@ -355,6 +368,16 @@ pub fn router(model: Qwen, tokenizer: Tokenizer, config: ServeConfig) -> Result<
             "/upload_weights",
             // The weights in f32 and a header: far above the body limit of a request.
             post(upload_weights).layer(DefaultBodyLimit::max(upload_limit)),
+        )
+        .route("/v1/load_lora_adapter", post(adapters::load_lora_adapter))
+        .route(
+            "/v1/upload_lora_adapter",
+            // An adapter is smaller than the model it adapts.
+            post(adapters::upload_lora_adapter).layer(DefaultBodyLimit::max(upload_limit)),
+        )
+        .route(
+            "/v1/unload_lora_adapter",
+            post(adapters::unload_lora_adapter),
         );
     // Checked before the body is read; `/health` (added after) stays open for probes.
     let routes = match api_key {
@@ -377,6 +400,42 @@ struct Slot {
     in_flight: AtomicUsize,
 }
 
+/// What every engine of the server is built from.
+#[derive(Clone, Copy)]
+struct EngineSetup<'a> {
+    tokenizer: &'a Tokenizer,
+    eos: &'a [u32],
+    config: &'a ServeConfig,
+    max_model_len: usize,
+}
+
+/// `config.engines` engines serving `model`: the base model's (`serve-N`, reporting the
+/// initial weight version), or an adapter's (`serve-NAME-N`, reporting the adapter's name).
+fn spawn_engines(setup: EngineSetup<'_>, model: &Qwen, adapter: Option<&str>) -> Vec<Slot> {
+    let config = setup.config;
+    (0..config.engines)
+        .map(|i| {
+            let mut engine_config = LocalEngineConfig::new(Vec::new());
+            engine_config.eos = setup.eos.to_vec();
+            engine_config.max_batch = config.max_batch;
+            engine_config.gather = config.gather;
+            engine_config.name = match adapter {
+                Some(name) => format!("serve-{name}-{i}"),
+                None => format!("serve-{i}"),
+            };
+            if let Some(name) = adapter {
+                engine_config.weight_version = name.to_string();
+            }
+            // What a batch of `max_batch` full-length sequences holds.
+            engine_config.kv_capacity = (config.max_batch.max(1) * setup.max_model_len) as u64;
+            Slot {
+                engine: LocalEngine::spawn(model.clone(), setup.tokenizer.clone(), engine_config),
+                in_flight: AtomicUsize::new(0),
+            }
+        })
+        .collect()
+}
+
 struct AppState {
     engines: Vec<Slot>,
     tokenizer: Tokenizer,
@@ -397,8 +456,23 @@ struct AppState {
     device: Device,
     /// The version of the weights every engine holds (after the last finished update).
     weight_version: std::sync::RwLock<String>,
-    /// One weight update at a time.
+    /// One weight update (or adapter load or unload) at a time.
     updating: tokio::sync::Mutex<()>,
+    /// The base weights the engines serve, which adapters are merged into.
+    base: std::sync::RwLock<Qwen>,
+    /// The loaded LoRA adapters ([`adapters`]).
+    adapters: adapters::Adapters,
+}
+
+impl AppState {
+    fn engine_setup(&self) -> EngineSetup<'_> {
+        EngineSetup {
+            tokenizer: &self.tokenizer,
+            eos: &self.eos,
+            config: &self.config,
+            max_model_len: self.max_model_len,
+        }
+    }
 }
 
 /// An answer's JSON. It goes through a [`Value`], as every answer did before the wire types:
@@ -548,6 +622,10 @@ fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 /// Settings shared by both endpoints, validated.
 #[derive(Debug)]
 struct Common {
+    /// The name the request gave as `model` (the served model's when it gave none).
+    model: String,
+    /// The LoRA adapter that `model` names (`None`: the base model).
+    adapter: Option<Arc<adapters::Adapter>>,
     sampling: Sampling,
     /// Explicit `max_tokens`.
     max_tokens: Option<usize>,
@@ -565,19 +643,10 @@ struct Common {
 /// Checks a request's common fields against what the server supports; `chat` reads
 /// `max_completion_tokens`.
 fn validate(request: CommonRequest, state: &AppState, chat: bool) -> Result<Common, ApiError> {
-    if let Some(model) = request.model
-        && model != state.config.model_name
-    {
-        return Err(ApiError {
-            status: StatusCode::NOT_FOUND,
-            kind: "not_found_error",
-            message: format!(
-                "the model `{model}` does not exist; this server serves `{}`",
-                state.config.model_name
-            ),
-            param: Some("model".into()),
-        });
-    }
+    let model = request
+        .model
+        .unwrap_or_else(|| state.config.model_name.clone());
+    let adapter = adapters::served(state, &model)?;
     let stream = request.stream == Some(true);
     if request.stream_options.is_some() && !stream {
         // OpenAI's and vLLM's rule.
@@ -631,6 +700,8 @@ fn validate(request: CommonRequest, state: &AppState, chat: bool) -> Result<Comm
         ));
     }
     Ok(Common {
+        model,
+        adapter,
         sampling,
         max_tokens,
         stop,
@@ -804,11 +875,12 @@ async fn generate_all(
                 seed: base_seed.wrapping_add(j as u64),
             };
             let state = Arc::clone(state);
+            let adapter = common.adapter.clone();
             let options = options.clone();
             let index = tasks.len();
             tasks.spawn(async move {
-                let slot = state
-                    .engines
+                let slots = adapter.as_ref().map_or(&state.engines, |a| &a.engines);
+                let slot = slots
                     .iter()
                     .min_by_key(|s| s.in_flight.load(Ordering::Relaxed))
                     .expect("at least one engine");
@@ -939,6 +1011,7 @@ async fn completions(
         id: format!("cmpl-{}", response_id()),
         object: "text_completion",
         created: unix_now(),
+        model: common.model.clone(),
     };
     let texts: Vec<String> = generations
         .iter()
@@ -978,7 +1051,7 @@ async fn completions(
     let body: TextCompletion = Completion {
         usage: Some(Some(totals)),
         metadata: Some(metadata(&versions)),
-        ..head.with(&state, choices)
+        ..head.with(choices)
     };
     Ok(json(body).into_response())
 }
@@ -988,16 +1061,18 @@ struct ResponseHead {
     id: String,
     object: &'static str,
     created: u64,
+    /// The served model's name, or the adapter's the request named.
+    model: String,
 }
 
 impl ResponseHead {
     /// `{"id", "object", "created", "model", "choices"}`.
-    fn with<C>(&self, state: &AppState, choices: Vec<C>) -> Completion<C> {
+    fn with<C>(&self, choices: Vec<C>) -> Completion<C> {
         Completion {
             id: self.id.clone(),
             object: self.object.to_string(),
             created: self.created,
-            model: state.config.model_name.clone(),
+            model: self.model.clone(),
             choices,
             usage: None,
             metadata: None,
@@ -1006,24 +1081,19 @@ impl ResponseHead {
 
     /// A stream chunk of one choice; `usage: null` when the stream ends with a usage chunk
     /// (as OpenAI writes every chunk of such a stream).
-    fn chunk<C>(&self, state: &AppState, choice: C, with_usage: bool) -> Completion<C> {
+    fn chunk<C>(&self, choice: C, with_usage: bool) -> Completion<C> {
         Completion {
             usage: with_usage.then_some(None),
-            ..self.with(state, vec![choice])
+            ..self.with(vec![choice])
         }
     }
 
     /// The last chunk of a stream with `stream_options.include_usage`: no choices, the usage.
-    fn usage_chunk<C>(
-        &self,
-        state: &AppState,
-        usage: Usage,
-        versions: &[Arc<str>],
-    ) -> Completion<C> {
+    fn usage_chunk<C>(&self, usage: Usage, versions: &[Arc<str>]) -> Completion<C> {
         Completion {
             usage: Some(Some(usage)),
             metadata: Some(metadata(versions)),
-            ..self.with(state, Vec::new())
+            ..self.with(Vec::new())
         }
     }
 }
@@ -1085,7 +1155,7 @@ fn completion_chunks(
                 token_ids: Some(ids.to_vec()),
                 weight_version: None,
             };
-            chunks.push(head.chunk(state, choice, with_usage));
+            chunks.push(head.chunk(choice, with_usage));
         }
         let (reason, stop_reason) = finish_reason(g);
         let choice = TextChoice {
@@ -1097,10 +1167,10 @@ fn completion_chunks(
             token_ids: Some(Vec::new()),
             weight_version: Some(version.to_string()),
         };
-        chunks.push(head.chunk(state, choice, with_usage));
+        chunks.push(head.chunk(choice, with_usage));
     }
     if let Some(usage) = usage {
-        chunks.push(head.usage_chunk(state, usage, versions));
+        chunks.push(head.usage_chunk(usage, versions));
     }
     chunks
 }
@@ -1159,7 +1229,7 @@ fn chat_chunks(
             content: Some(String::new()),
             tool_calls: None,
         };
-        chunks.push(head.chunk(state, delta(first), with_usage));
+        chunks.push(head.chunk(delta(first), with_usage));
         for piece in stream::pieces(&state.tokenizer, &g.tokens, c.content()) {
             let ids = &g.tokens[piece.tokens.clone()];
             let choice = ChatDeltaChoice {
@@ -1171,14 +1241,14 @@ fn chat_chunks(
                     ..Delta::default()
                 })
             };
-            chunks.push(head.chunk(state, choice, with_usage));
+            chunks.push(head.chunk(choice, with_usage));
         }
         for (k, call) in c.tools.iter().flat_map(|t| &t.calls).enumerate() {
             let choice = delta(Delta {
                 tool_calls: Some(vec![call.to_wire(Some(k))]),
                 ..Delta::default()
             });
-            chunks.push(head.chunk(state, choice, with_usage));
+            chunks.push(head.chunk(choice, with_usage));
         }
         let (reason, stop_reason) = c.finish_reason();
         let choice = ChatDeltaChoice {
@@ -1188,10 +1258,10 @@ fn chat_chunks(
             weight_version: Some(c.version.to_string()),
             ..delta(Delta::default())
         };
-        chunks.push(head.chunk(state, choice, with_usage));
+        chunks.push(head.chunk(choice, with_usage));
     }
     if let Some(usage) = usage {
-        chunks.push(head.usage_chunk(state, usage, versions));
+        chunks.push(head.usage_chunk(usage, versions));
     }
     chunks
 }
@@ -1248,6 +1318,7 @@ async fn chat_completions(
         id: format!("chatcmpl-{}", response_id()),
         object: "chat.completion",
         created: unix_now(),
+        model: common.model.clone(),
     };
     let choices: Vec<ChatChoice<'_>> = generations
         .iter()
@@ -1314,7 +1385,7 @@ async fn chat_completions(
     let body: ChatCompletion = Completion {
         usage: Some(Some(totals)),
         metadata: Some(metadata(&versions)),
-        ..head.with(&state, choices)
+        ..head.with(choices)
     };
     Ok(json(body).into_response())
 }
@@ -1336,17 +1407,27 @@ fn response_id() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
 
+/// The served model, then each loaded LoRA adapter (with vLLM's `parent`: the base).
 async fn models(State(state): State<Arc<AppState>>) -> axum::Json<Value> {
+    let card = |id: &str, root: &str, parent: Option<&str>| ModelCard {
+        id: Some(id.to_string()),
+        object: "model".into(),
+        created: state.created,
+        owned_by: "rstar".into(),
+        root: Some(root.to_string()),
+        parent: parent.map(str::to_string),
+        max_model_len: Some(state.max_model_len as u64),
+    };
+    let base = &state.config.model_name;
+    let mut data = vec![card(base, base, None)];
+    data.extend(
+        adapters::read(&state)
+            .iter()
+            .map(|(name, a)| card(name, &a.root, Some(base))),
+    );
     json(ModelList {
         object: "list".into(),
-        data: vec![ModelCard {
-            id: Some(state.config.model_name.clone()),
-            object: "model".into(),
-            created: state.created,
-            owned_by: "rstar".into(),
-            root: Some(state.config.model_name.clone()),
-            max_model_len: Some(state.max_model_len as u64),
-        }],
+        data,
     })
 }
 
@@ -1369,6 +1450,7 @@ async fn update_weights(
     version: Option<String>,
 ) -> Result<String, ApiError> {
     let _one_at_a_time = state.updating.lock().await;
+    adapters::check_no_adapters(state)?;
     let device = state.device.clone();
     let (param, dir) = match &source {
         WeightSource::Dir(dir) => ("model_path", dir.clone()),
@@ -1425,6 +1507,7 @@ async fn update_weights(
         .weight_version
         .write()
         .unwrap_or_else(|p| p.into_inner()) = version.clone();
+    *state.base.write().unwrap_or_else(|p| p.into_inner()) = loaded;
     Ok(version)
 }
 
@@ -1571,7 +1654,12 @@ async fn get_weight_version(State(state): State<Arc<AppState>>) -> axum::Json<Va
 /// The load of every engine together, in vLLM's Prometheus gauge names
 /// ([`EngineLoad::to_prometheus`](rstar_engine::EngineLoad::to_prometheus)).
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let total = state.engines.iter().map(|s| s.engine.load()).fold(
+    let adapters = adapters::read(&state);
+    let slots = state
+        .engines
+        .iter()
+        .chain(adapters.values().flat_map(|a| a.engines.iter()));
+    let total = slots.map(|s| s.engine.load()).fold(
         rstar_engine::EngineLoad {
             capacity_tokens: Some(0),
             used_tokens: Some(0),
@@ -1761,6 +1849,10 @@ mod tests {
             device: Device::flex(),
             weight_version: std::sync::RwLock::new("default".into()),
             updating: tokio::sync::Mutex::new(()),
+            base: std::sync::RwLock::new(
+                Qwen::random(QwenConfig::tiny_char(), 0, &Device::flex()).unwrap(),
+            ),
+            adapters: adapters::Adapters::default(),
         }
     }
 
@@ -1869,6 +1961,7 @@ mod tests {
             id: "cmpl-x".into(),
             object: "text_completion",
             created: 1,
+            model: "m".into(),
         };
         let usage = Usage {
             prompt_tokens: 2,
@@ -1921,6 +2014,7 @@ mod tests {
             id: "chatcmpl-x".into(),
             object: "chat.completion.chunk",
             created: 1,
+            model: "m".into(),
         };
         let choice = ChatChoice {
             generation: &g,

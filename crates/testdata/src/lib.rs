@@ -141,6 +141,37 @@ pub fn http(
     (status, body)
 }
 
+/// [`http`] with a binary body (`Content-Type: application/octet-stream`), for the routes that
+/// take a file (`rstar serve`'s uploads).
+///
+/// # Panics
+/// As [`http`].
+pub fn http_bytes(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("the server accepts connections");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .expect("the request head is written");
+    // A server may answer (and close) before reading a body it refuses.
+    let _ = stream.write_all(body);
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let response = String::from_utf8_lossy(&response);
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
 /// Reads from `stream` until the server closes the connection: what it answered, or `None`
 /// when `limit` passed without a byte (a connection the server never cut off).
 pub fn read_until_closed(

@@ -449,6 +449,12 @@ pub struct RlOptions {
     /// `/upload_weights`, for engines on machines without a shared path).
     #[serde(default, skip_serializing_if = "PublishVia::is_disk")]
     pub publish_via: PublishVia,
+    /// Remote engines with `rl.lora`: what each step publishes: `adapter` (the default: the
+    /// adapter alone, loaded by each engine under the step's version, a few megabytes) or
+    /// `merged` (the merged model through the weight reloads, for engines without runtime
+    /// adapters such as SGLang).
+    #[serde(default, skip_serializing_if = "PublishLora::is_adapter")]
+    pub publish_lora: PublishLora,
     /// A warning is logged when a step's mean `|engine − trainer|` log-prob
     /// (`rollout/logprob_diff_mean`) is above this.
     #[serde(default = "default_logprob_diff_warn")]
@@ -588,6 +594,35 @@ impl std::str::FromStr for PublishVia {
             "disk" => Ok(PublishVia::Disk),
             "http" => Ok(PublishVia::Http),
             other => Err(format!("`{other}` is neither `disk` nor `http`")),
+        }
+    }
+}
+
+/// `rl.publish_lora`: what a LoRA run publishes to remote engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PublishLora {
+    /// The adapter alone (`/v1/load_lora_adapter`), named for the step's version.
+    #[default]
+    Adapter,
+    /// The model with the adapter merged in, as a full-weight run publishes.
+    Merged,
+}
+
+impl PublishLora {
+    fn is_adapter(&self) -> bool {
+        *self == PublishLora::Adapter
+    }
+}
+
+impl std::str::FromStr for PublishLora {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "adapter" => Ok(PublishLora::Adapter),
+            "merged" => Ok(PublishLora::Merged),
+            other => Err(format!("`{other}` is neither `adapter` nor `merged`")),
         }
     }
 }
@@ -817,6 +852,7 @@ impl TrainConfig {
                 publish_dir: None,
                 publish_dtype: rstar_policy::WeightDtype::F32,
                 publish_via: PublishVia::Disk,
+                publish_lora: PublishLora::Adapter,
                 logprob_diff_warn: default_logprob_diff_warn(),
                 dispatch: DispatchPolicy::KvAware,
                 load_refresh_secs: default_load_refresh_secs(),
@@ -910,6 +946,7 @@ impl TrainConfig {
                 publish_dir: None,
                 publish_dtype: rstar_policy::WeightDtype::F32,
                 publish_via: PublishVia::Disk,
+                publish_lora: PublishLora::Adapter,
                 logprob_diff_warn: default_logprob_diff_warn(),
                 dispatch: DispatchPolicy::KvAware,
                 load_refresh_secs: default_load_refresh_secs(),

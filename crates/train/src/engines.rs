@@ -11,6 +11,19 @@
 //! other weights fails the step instead of being trained on. vLLM reports none; its reload
 //! call returns once the new weights serve.
 //!
+//! With a LoRA policy (`rl.lora`) the trainer publishes the adapter alone, a few megabytes
+//! instead of the model (`rl.publish_lora`, `adapter` by default): PEFT's files in
+//! `<publish_dir>/<version>/` loaded with each engine's `POST /v1/load_lora_adapter
+//! {lora_name: version, lora_path}` (`rstar serve`; vLLM started with `--enable-lora` and
+//! `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`), or pushed to `rstar serve`'s
+//! `/v1/upload_lora_adapter` with `rl.publish_via: http`. The step's requests name the adapter as
+//! their `model`, and every turn must come back from it: `rstar serve` reports the adapter as
+//! the turn's weight version and vLLM as the answer's `model`, so the turn-by-turn check holds
+//! on vLLM too. The previous step's adapter is unloaded once every engine has the new one. The
+//! engines must serve the base the adapters train over: the model RL starts from (the SFT
+//! checkpoint when SFT ran). `merged` publishes the merged model through the reloads above
+//! instead, for engines without runtime adapters (SGLang here).
+//!
 //! Every step also compares the engines' sampling log-probs with the trainer's recomputation
 //! on the same tokens ([`logprob_gap`]): with the same weights and tokens they agree to float
 //! rounding, so a gap says that weight sync or tokenisation is wrong.
@@ -23,6 +36,7 @@ use rstar_policy::{
     Qwen, Tokenizer, WeightDtype, safetensors_bytes, save_dir, save_dir_untied,
     sequence_target_logprobs,
 };
+use std::time::Instant;
 
 use crate::error::Error;
 use rstar_engine::remote::{EngineKind, RemoteEngine, RemoteEngineConfig};
@@ -30,7 +44,7 @@ use rstar_engine::{BoxError, BoxFuture, TurnGenerator, TurnSample, TurnSpec};
 use rstar_episode::episode::Trajectory;
 use rstar_policy::Sampling;
 
-use super::config::PublishVia;
+use super::config::{PublishLora, PublishVia};
 use super::optim::{MICRO_BATCH_TOKENS, micro_batches, pack, packed, sequence_row};
 
 /// The remote engines of a run and what they serve.
@@ -44,8 +58,10 @@ pub struct RemoteRollouts {
     tokenizer: Arc<Tokenizer>,
     /// `$RSTAR_ENGINE_API_KEY` when set ([`ENGINE_API_KEY_ENV`]).
     api_key: Option<String>,
-    /// The version every engine serves, once published.
-    published: Mutex<Option<String>>,
+    /// With a LoRA policy, whether its adapter is published rather than the merged model.
+    lora: PublishLora,
+    /// The version every engine serves, once published, and whether it is an adapter.
+    published: Mutex<Option<(String, bool)>>,
     /// Per engine, whether it still answers (a lost engine is never asked again).
     alive: Mutex<Vec<bool>>,
 }
@@ -127,6 +143,7 @@ impl RemoteRollouts {
             publish_dir,
             dtype,
             via: PublishVia::Disk,
+            lora: PublishLora::Adapter,
             tokenizer,
             api_key,
             published: Mutex::new(None),
@@ -154,6 +171,27 @@ impl RemoteRollouts {
             });
         }
         self.via = via;
+        Ok(self)
+    }
+
+    /// How a LoRA policy is published (`rl.publish_lora`).
+    ///
+    /// # Errors
+    /// `adapter` with an SGLang engine (this trainer loads adapters only on `rstar serve` and
+    /// vLLM).
+    pub fn lora(mut self, lora: PublishLora) -> Result<Self, Error> {
+        if lora == PublishLora::Adapter
+            && let Some(i) = self.kinds.iter().position(|&k| k == EngineKind::Sglang)
+        {
+            return Err(Error::TrainConfig {
+                field: "rl.publish_lora".into(),
+                message: format!(
+                    "is `adapter`, but {} is SGLang, which this trainer does not load adapters on: set it to `merged` (--publish-lora merged) to publish the merged model",
+                    self.urls[i]
+                ),
+            });
+        }
+        self.lora = lora;
         Ok(self)
     }
 
@@ -205,22 +243,59 @@ impl RemoteRollouts {
         self.published
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .as_ref()
+            .map(|(v, _)| v.clone())
+    }
+
+    /// Whether the version every engine serves is a LoRA adapter, which requests name as their
+    /// `model`.
+    fn serves_adapter(&self) -> bool {
+        self.published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|(_, adapter)| *adapter)
     }
 
     /// Makes every engine serve `model` as `version` (nothing to do when it already does):
-    /// writes it to `<publish_dir>/<version>/`, calls each engine's reload, and removes the
-    /// previous version's directory once every engine has moved on. An engine that does not
-    /// answer ([`Error::Unavailable`]) is lost for the rest of the run (logged); the
-    /// others go on.
+    /// its adapter when it has one and `rl.publish_lora` is `adapter`
+    /// ([`publish_adapter`](Self::publish_adapter)), else the model, written to
+    /// `<publish_dir>/<version>/` (or pushed, `rl.publish_via: http`) and reloaded by each
+    /// engine; the previous version's directory is removed once every engine has moved on. An
+    /// engine that does not answer ([`Error::Unavailable`]) is lost for the rest of the run
+    /// (logged); the others go on. Returns what was sent, `None` when nothing was.
     ///
     /// # Errors
     /// Writing the weights, an engine that refuses or fails the reload, or no engine left.
-    pub fn publish(&self, model: &Qwen, version: &str) -> Result<(), Error> {
+    pub fn publish(&self, model: &Qwen, version: &str) -> Result<Option<Published>, Error> {
         let previous = self.published();
         if previous.as_deref() == Some(version) {
-            return Ok(());
+            return Ok(None);
         }
+        let started = Instant::now();
+        let (bytes, adapter) = if model.lora.is_some() && self.lora == PublishLora::Adapter {
+            (self.publish_adapter(model, version)?, true)
+        } else {
+            (
+                self.publish_model(model, version, previous.as_deref())?,
+                false,
+            )
+        };
+        Ok(Some(Published {
+            bytes,
+            secs: started.elapsed().as_secs_f64(),
+            adapter,
+        }))
+    }
+
+    /// [`publish`](Self::publish) of the whole model (merged with its adapters, if any): the
+    /// bytes written (or pushed to every engine).
+    fn publish_model(
+        &self,
+        model: &Qwen,
+        version: &str,
+        previous: Option<&str>,
+    ) -> Result<u64, Error> {
         if self.via == PublishVia::Http {
             return self.push(model, version);
         }
@@ -258,7 +333,8 @@ impl RemoteRollouts {
         };
         let dir = absolute(&dir)?;
         let untied = untied.as_deref().map(absolute).transpose()?;
-        self.reload_each(version, |i, e| {
+        let sent = dir_bytes(&dir) + untied.as_deref().map_or(0, dir_bytes);
+        self.reload_each(version, false, |i, e| {
             let from = match (self.kinds[i], &untied) {
                 (EngineKind::Vllm, Some(untied)) => untied,
                 _ => &dir,
@@ -267,20 +343,103 @@ impl RemoteRollouts {
         })?;
         if let Some(old) = previous {
             // Best effort: a leftover directory costs disk, not correctness.
-            let _ = std::fs::remove_dir_all(self.publish_dir.join(&old));
-            let _ = std::fs::remove_dir_all(self.publish_dir.join(untied_name(&old)));
+            let _ = std::fs::remove_dir_all(self.publish_dir.join(old));
+            let _ = std::fs::remove_dir_all(self.publish_dir.join(untied_name(old)));
         }
-        Ok(())
+        Ok(sent)
     }
 
     /// [`publish`](Self::publish) over HTTP: the weights serialised once, then pushed to every
     /// engine still in use.
-    fn push(&self, model: &Qwen, version: &str) -> Result<(), Error> {
+    fn push(&self, model: &Qwen, version: &str) -> Result<u64, Error> {
         let bytes = bytes::Bytes::from(safetensors_bytes(&model.hf_tensors()?, self.dtype)?);
-        self.reload_each(version, |_, e| {
+        let engines = self.alive().len() as u64;
+        self.reload_each(version, false, |_, e| {
             let bytes = bytes.clone();
             async move { e.upload_weights(bytes, version).await }
-        })
+        })?;
+        Ok(bytes.len() as u64 * engines)
+    }
+
+    /// [`publish`](Self::publish) of `model`'s LoRA adapter as `version`: PEFT's files in
+    /// `<publish_dir>/<version>/` loaded by each engine (`/v1/load_lora_adapter`), or one file
+    /// pushed to each (`/v1/upload_lora_adapter`, `rl.publish_via: http`); then the previous
+    /// adapter is unloaded from every engine and its directory removed. The bytes written (or
+    /// pushed to every engine).
+    fn publish_adapter(&self, model: &Qwen, version: &str) -> Result<u64, Error> {
+        let previous = self
+            .published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        // An engine left running by an earlier run may hold an adapter of this name: the
+        // run's first load replaces it.
+        let first = previous.is_none();
+        let sent = if self.via == PublishVia::Http {
+            let bytes = bytes::Bytes::from(rstar_policy::lora::adapter_bytes(model, ADAPTER_BASE)?);
+            let engines = self.alive().len() as u64;
+            self.reload_each(version, true, |_, e| {
+                let bytes = bytes.clone();
+                async move {
+                    if first {
+                        let _ = e.unload_lora_adapter(version).await;
+                    }
+                    e.upload_lora_adapter(version, bytes).await
+                }
+            })?;
+            bytes.len() as u64 * engines
+        } else {
+            let dir = self.publish_dir.join(version);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(|e| Error::Io {
+                    path: dir.clone(),
+                    source: e,
+                })?;
+            }
+            rstar_policy::lora::save_adapter(model, &dir, ADAPTER_BASE)?;
+            let dir = std::fs::canonicalize(&dir).map_err(|e| Error::Io {
+                path: dir.clone(),
+                source: e,
+            })?;
+            let sent = dir_bytes(&dir);
+            self.reload_each(version, true, |_, e| {
+                let dir = dir.clone();
+                async move {
+                    if first {
+                        let _ = e.unload_lora_adapter(version).await;
+                    }
+                    e.load_lora_adapter(version, &dir).await
+                }
+            })?;
+            sent
+        };
+        if let Some((old, was_adapter)) = previous {
+            if was_adapter {
+                self.unload_everywhere(&old);
+            }
+            // Best effort: a leftover directory costs disk, not correctness.
+            let _ = std::fs::remove_dir_all(self.publish_dir.join(&old));
+            let _ = std::fs::remove_dir_all(self.publish_dir.join(untied_name(&old)));
+        }
+        Ok(sent)
+    }
+
+    /// Unloads the adapter `name` from every engine still in use; a failure is logged, not
+    /// fatal (an adapter left loaded costs the engine memory, not correctness: requests name
+    /// the new one).
+    fn unload_everywhere(&self, name: &str) {
+        let Ok(rt) = runtime() else { return };
+        rt.block_on(async {
+            for i in self.alive() {
+                let Ok(remote) = engine(&self.urls[i], &self.tokenizer, self.api_key.as_deref())
+                else {
+                    continue;
+                };
+                if let Err(e) = remote.unload_lora_adapter(name).await {
+                    tracing::warn!("unloading the previous adapter `{name}`: {e}");
+                }
+            }
+        });
     }
 
     /// Makes every engine still in use serve `version` with `reload` (engine index, client),
@@ -290,7 +449,7 @@ impl RemoteRollouts {
     ///
     /// # Errors
     /// The first other reload error, or no engine left.
-    fn reload_each<F, Fut>(&self, version: &str, reload: F) -> Result<(), Error>
+    fn reload_each<F, Fut>(&self, version: &str, adapter: bool, reload: F) -> Result<(), Error>
     where
         F: Fn(usize, RemoteEngine) -> Fut,
         Fut: std::future::Future<Output = Result<(), rstar_engine::Error>>,
@@ -312,13 +471,15 @@ impl RemoteRollouts {
         if self.alive().is_empty() {
             return Err(self.all_lost(&format!("none took weight version {version}")));
         }
-        *self.published.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
+        *self.published.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((version.to_string(), adapter));
         Ok(())
     }
 
     /// One generator per engine still in use (the indices are [`alive`](Self::alive)'s) for a
     /// step: the stage's temperature and the template's stop strings, log-probs on, checking
-    /// that engines with versions report `version` for every turn.
+    /// that engines with versions report `version` for every turn. When the engines serve an
+    /// adapter, requests name it as their `model` and every engine reports it.
     ///
     /// # Errors
     /// A bad URL (checked by [`connect`](Self::connect) already).
@@ -336,6 +497,10 @@ impl RemoteRollouts {
                 config.sampling = Sampling::Temperature { temperature };
                 config.logprobs = true;
                 config.api_key = self.api_key.clone();
+                if self.serves_adapter() {
+                    config.model = Some(version.to_string());
+                    config.model_is_version = true;
+                }
                 let engine = RemoteEngine::new(config, Arc::clone(&self.tokenizer))?;
                 Ok(Arc::new(Checked {
                     engine,
@@ -345,6 +510,33 @@ impl RemoteRollouts {
             })
             .collect()
     }
+}
+
+/// What one publication sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Published {
+    /// Bytes written to the publish directory, or pushed over HTTP (times the engines).
+    pub bytes: u64,
+    /// Seconds from the start of writing to the last engine serving it.
+    pub secs: f64,
+    /// Whether it was a LoRA adapter (else the whole model).
+    pub adapter: bool,
+}
+
+/// The `base_model_name_or_path` of a published adapter's config: the engines know their base.
+const ADAPTER_BASE: &str = "base";
+
+/// The bytes of the files directly in `dir` (0 when it cannot be read).
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// A remote engine whose turns must come from the published weights.

@@ -51,8 +51,8 @@ use burn::tensor::Device;
 pub use rstar_analysis::plots;
 
 pub use config::{
-    Engines, EvalOptions, LrSchedule, PublishVia, RlOptions, RocMode, RocOptions, RolloutDriver,
-    SftOptions, ToolOptions, TrainConfig, VerifyAt,
+    Engines, EvalOptions, LrSchedule, PublishLora, PublishVia, RlOptions, RocMode, RocOptions,
+    RolloutDriver, SftOptions, ToolOptions, TrainConfig, VerifyAt,
 };
 
 use self::checkpoint::Phase;

@@ -240,7 +240,12 @@ impl<'a> Run<'a> {
                     config.rl.publish_dtype,
                     &tokenizer,
                 )?
-                .via(config.rl.publish_via)?;
+                .via(config.rl.publish_via)?
+                .lora(if config.rl.lora.is_some() {
+                    config.rl.publish_lora
+                } else {
+                    super::PublishLora::Merged
+                })?;
                 observer.log(&format!(
                     "rl rollouts: scheduled on {}, {} dispatch; weights published to them before every step",
                     remote.describe(),

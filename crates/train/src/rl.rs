@@ -156,6 +156,22 @@ pub struct StepRecord {
         skip_serializing_if = "Option::is_none"
     )]
     pub logprob_diff_mean: Option<f64>,
+    /// Remote engines: the bytes the step's publication wrote to the publish directory (or
+    /// pushed over HTTP, times the engines): the adapter's files with `rl.lora` (and
+    /// `rl.publish_lora: adapter`), else the model's; absent when nothing was published.
+    #[serde(
+        default,
+        rename = "publish/bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub publish_bytes: Option<u64>,
+    /// The seconds from writing the publication to the last engine serving it.
+    #[serde(
+        default,
+        rename = "publish/secs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub publish_secs: Option<f64>,
     /// The scheduled driver: what each engine did in the step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch: Option<DispatchRecord>,
@@ -333,9 +349,10 @@ pub fn step_on(
     // The sampling policy: rolls out, and (with several mini-batches) gives the old log-probs.
     let policy = model.valid();
     let version = remote.map(|_| weight_version(inputs.step.saturating_sub(1)));
-    if let (Some(remote), Some(version)) = (remote, &version) {
-        remote.publish(&policy, version)?;
-    }
+    let published = match (remote, &version) {
+        (Some(remote), Some(version)) => remote.publish(&policy, version)?,
+        _ => None,
+    };
     // Only this step's calls: not the evaluation's or the hard stage's check before it.
     if let Some(t) = tools.timings() {
         t.take();
@@ -406,6 +423,8 @@ pub fn step_on(
         weight_version: version,
         logprob_diff_max: gap.map(|g| g.0),
         logprob_diff_mean: gap.map(|g| g.1),
+        publish_bytes: published.map(|p| p.bytes),
+        publish_secs: published.map(|p| p.secs),
         dispatch,
         tool_latency,
     };

@@ -514,3 +514,122 @@ fn bad_engine_lists_are_named() {
     let stderr = refused(&["--engines", "http://127.0.0.1:9"]);
     assert!(stderr.contains("http://127.0.0.1:9"), "{stderr}");
 }
+
+/// `rstar train --lora` on remote engines publishes the adapter alone (issue #60): each step's
+/// adapter is loaded under its version, every turn comes back from it, the engines' log-probs
+/// are the trainer's LoRA forward's, each publication is the adapter's bytes, and only the
+/// newest adapter stays loaded. Pushed over HTTP the same holds with nothing written, and a
+/// second run over engines that still hold its names replaces them.
+#[test]
+fn a_lora_run_publishes_its_adapter_to_the_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    // The resume test's smoke run: an `init` that earns mixed rewards, so RL moves the adapter.
+    let config = super::resume::config_file(dir.path());
+    let init = dir.path().join("init");
+    let serve = || {
+        Listening::start(command().args([
+            "serve",
+            "--port",
+            "0",
+            "--model",
+            init.to_str().unwrap(),
+        ]))
+    };
+    let servers = [serve(), serve()];
+    let urls: Vec<String> = servers
+        .iter()
+        .map(|s| format!("http://{}", s.addr))
+        .collect();
+    let train = |out: &Path, engines: &str, extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--config",
+            &config,
+            "--out",
+            out.to_str().unwrap(),
+            "--engines",
+            engines,
+            "--sft-steps",
+            "0",
+            "--lora",
+            "4",
+            "--seed",
+            "5",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, _, stderr) = rstar(&args);
+        assert!(ok, "{stderr}");
+        jsonl::<Value>(&out.join("metrics.jsonl"))
+    };
+    let model_bytes = std::fs::metadata(init.join("model.safetensors"))
+        .unwrap()
+        .len();
+    let listed = |addr: &str| -> Vec<String> {
+        let (status, text) = rstar_testdata::http(addr, "GET", "/v1/models", "", None);
+        assert_eq!(status, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .skip(1)
+            .map(|m| m["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let out = dir.path().join("run");
+    let metrics = train(&out, &urls.join(","), &["--stop-after-rl-steps", "3"]);
+    assert_eq!(metrics.len(), 3);
+    for (i, m) in metrics.iter().enumerate() {
+        assert_eq!(m["weight_version"], format!("step-{i}"), "{m}");
+        let max = m["rollout/logprob_diff_max"].as_f64().unwrap();
+        assert!(max < 1e-3, "{m}");
+        let bytes = m["publish/bytes"].as_u64().unwrap();
+        eprintln!(
+            "step {}: logprob_diff_max {max:.3e}, published {bytes} bytes (the model: {model_bytes})",
+            i + 1
+        );
+        assert!(bytes * 5 < model_bytes, "{m}");
+        assert!(m["publish/secs"].as_f64().unwrap() >= 0.0, "{m}");
+        assert_eq!(m["dispatch"]["turns"].as_array().unwrap().len(), 2, "{m}");
+    }
+    assert!(
+        metrics.iter().any(|m| m["updates"].as_u64() > Some(0)),
+        "no update moved the adapter"
+    );
+    // What was published is the adapter's files; only the newest is left, and loaded.
+    let last = out.join("published").join("step-2");
+    let mut files: Vec<String> = std::fs::read_dir(&last)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["adapter_config.json", "adapter_model.safetensors"]);
+    let on_disk: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(last.join(f)).unwrap().len())
+        .sum();
+    assert_eq!(metrics[2]["publish/bytes"].as_u64(), Some(on_disk));
+    let left: Vec<_> = std::fs::read_dir(out.join("published")).unwrap().collect();
+    assert_eq!(left.len(), 1);
+    for s in &servers {
+        assert_eq!(listed(&s.addr), ["step-2"]);
+    }
+
+    // Pushed over HTTP to one engine: nothing written; the bytes are the one adapter file.
+    // A second such run finds its `step-0` already loaded there and replaces it.
+    for run in ["pushed", "pushed-again"] {
+        let pushed = dir.path().join(run);
+        let metrics = train(
+            &pushed,
+            &urls[1],
+            &["--publish-via", "http", "--stop-after-rl-steps", "1"],
+        );
+        assert_eq!(metrics[0]["weight_version"], "step-0");
+        assert!(metrics[0]["rollout/logprob_diff_max"].as_f64().unwrap() < 1e-3);
+        let bytes = metrics[0]["publish/bytes"].as_u64().unwrap();
+        assert!(bytes > 0 && bytes * 5 < model_bytes, "{}", metrics[0]);
+        assert!(!pushed.join("published").exists());
+    }
+    assert_eq!(listed(&servers[1].addr), ["step-0", "step-2"]);
+}

@@ -89,7 +89,13 @@ fn peft_config(config: &LoraConfig, base_model_name_or_path: &str) -> Value {
 pub fn read_adapter_config(dir: &Path) -> Result<LoraConfig> {
     let path = dir.join(ADAPTER_CONFIG_FILE);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| Error::json(&path, &e))?;
+    parse_adapter_config(&path, &text)
+}
+
+/// [`read_adapter_config`] of the text of an `adapter_config.json`, errors naming `path`.
+fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig> {
+    let path = path.to_path_buf();
+    let value: Value = serde_json::from_str(text).map_err(|e| Error::json(&path, &e))?;
     let unsupported = |field: &str, value: &Value, reason: &str| Error::Unsupported {
         path: path.clone(),
         field: field.into(),
@@ -215,13 +221,75 @@ pub fn read_adapter_config(dir: &Path) -> Result<LoraConfig> {
 /// [`Error::UnsupportedDtype`] and [`Error::NonFinite`] naming the tensor.
 pub fn load_adapter(model: Qwen, dir: &Path) -> Result<Qwen> {
     let config = read_adapter_config(dir)?;
-    let targets = config.validate()?;
     let path = dir.join(ADAPTER_WEIGHTS_FILE);
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
     let file = SafeTensors::deserialize(&bytes).map_err(|e| Error::Safetensors {
         path: path.clone(),
         message: e.to_string(),
     })?;
+    apply_adapter(model, &config, &file, path)
+}
+
+/// The key of a one-file adapter's safetensors metadata that holds its `adapter_config.json`
+/// ([`adapter_bytes`]).
+pub const ADAPTER_CONFIG_METADATA: &str = "adapter_config";
+
+/// `model`'s adapters as one safetensors file: PEFT's `adapter_model.safetensors` (f32) with
+/// its `adapter_config.json` as the text of the metadata key [`ADAPTER_CONFIG_METADATA`]. What
+/// `rstar serve`'s `/v1/upload_lora_adapter` takes, for engines that cannot read the trainer's
+/// disk; [`load_adapter_bytes`] reads it back.
+///
+/// # Errors
+/// As [`save_adapter`].
+pub fn adapter_bytes(model: &Qwen, base_model_name_or_path: &str) -> Result<Vec<u8>> {
+    let lora = model
+        .lora
+        .as_ref()
+        .ok_or_else(|| Error::InvalidRequest("the model has no LoRA adapters to send".into()))?;
+    let config = peft_config(&lora.config, base_model_name_or_path).to_string();
+    crate::checkpoint::safetensors_bytes_with(
+        &lora.tensors()?,
+        WeightDtype::F32,
+        &[(ADAPTER_CONFIG_METADATA, config.as_str())],
+    )
+}
+
+/// [`load_adapter`] of one file as [`adapter_bytes`] writes it (a PEFT weights file whose
+/// metadata holds the adapter's config); `source` names it in errors.
+///
+/// # Errors
+/// Those of [`load_adapter`]; [`Error::Safetensors`] for bytes that are not a safetensors file
+/// or whose metadata has no [`ADAPTER_CONFIG_METADATA`].
+pub fn load_adapter_bytes(model: Qwen, bytes: &[u8], source: &Path) -> Result<Qwen> {
+    let path = source.to_path_buf();
+    let bad = |message: String| Error::Safetensors {
+        path: path.clone(),
+        message,
+    };
+    let (_, metadata) = SafeTensors::read_metadata(bytes).map_err(|e| bad(e.to_string()))?;
+    let text = metadata
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get(ADAPTER_CONFIG_METADATA))
+        .ok_or_else(|| {
+            bad(format!(
+                "the metadata has no `{ADAPTER_CONFIG_METADATA}`: one adapter file carries its \
+                 adapter_config.json there"
+            ))
+        })?;
+    let config = parse_adapter_config(&path.join(ADAPTER_CONFIG_FILE), text)?;
+    let file = SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
+    apply_adapter(model, &config, &file, path.clone())
+}
+
+/// `model` with the adapter of `config` whose tensors `file` (read from `path`) holds.
+fn apply_adapter(
+    model: Qwen,
+    config: &LoraConfig,
+    file: &SafeTensors<'_>,
+    path: std::path::PathBuf,
+) -> Result<Qwen> {
+    let targets = config.validate()?;
     let device = model.device();
     let r = config.rank;
     let mut expected = std::collections::HashSet::new();
@@ -282,5 +350,5 @@ pub fn load_adapter(model: Qwen, dir: &Path) -> Result<Qwen> {
             ),
         });
     }
-    Ok(model.with_adapters(&config, layers))
+    Ok(model.with_adapters(config, layers))
 }

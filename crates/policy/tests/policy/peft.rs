@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use super::common::*;
 use super::lora::{install, random_pairs};
 use rstar_policy::lora::{
-    ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, LoraConfig, load_adapter, read_adapter_config,
-    save_adapter,
+    ADAPTER_CONFIG_FILE, ADAPTER_CONFIG_METADATA, ADAPTER_WEIGHTS_FILE, LoraConfig, adapter_bytes,
+    load_adapter, load_adapter_bytes, read_adapter_config, save_adapter,
 };
 use rstar_policy::{Qwen, Tokenizer, WeightDtype, save_dir};
 use serde_json::{Value, json};
@@ -336,4 +336,86 @@ fn what_we_cannot_compute_exactly_is_refused_by_name() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("no LoRA adapters"), "{err}");
+}
+
+/// One adapter file (`adapter_bytes`: the weights with the config in the metadata, what
+/// `rstar serve`'s upload route takes) reloads as the directory does, bit for bit; bytes without
+/// the config, with a config PEFT features we do not compute, or with a tensor of the wrong
+/// shape are refused by name.
+#[test]
+fn a_one_file_adapter_reloads_as_its_directory_does() {
+    let tuned = random_adapter();
+    let base = || load("qwen3_tiny");
+    let bytes = adapter_bytes(&tuned, "tiny").unwrap();
+    let source = Path::new("upload");
+    let back = load_adapter_bytes(base(), &bytes, source).unwrap();
+    assert_eq!(
+        back.adapter_tensors().unwrap(),
+        tuned.adapter_tensors().unwrap()
+    );
+    assert_eq!(
+        back.lora.as_ref().unwrap().config,
+        tuned.lora.as_ref().unwrap().config
+    );
+    // The same file's weights and config as a directory: the same adapter.
+    let dir = tempfile::tempdir().unwrap();
+    save_adapter(&tuned, dir.path(), "tiny").unwrap();
+    let from_dir = load_adapter(base(), dir.path()).unwrap();
+    assert_eq!(
+        from_dir.adapter_tensors().unwrap(),
+        back.adapter_tensors().unwrap()
+    );
+    let file = safetensors::SafeTensors::read_metadata(&bytes).unwrap().1;
+    let config: Value =
+        serde_json::from_str(&file.metadata().as_ref().unwrap()[ADAPTER_CONFIG_METADATA]).unwrap();
+    let on_disk: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join(ADAPTER_CONFIG_FILE)).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(config, on_disk);
+
+    // The weights alone, as PEFT writes them: no config to read.
+    let plain = std::fs::read(dir.path().join(ADAPTER_WEIGHTS_FILE)).unwrap();
+    let err = load_adapter_bytes(base(), &plain, source)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("upload") && err.contains("`adapter_config`"),
+        "{err}"
+    );
+    // Not a safetensors file at all.
+    let err = load_adapter_bytes(base(), b"not a file", source)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("upload"), "{err}");
+    // A config with DoRA: named as from the directory's config file.
+    let edited = edit_metadata(&bytes, |c| c["use_dora"] = json!(true));
+    let err = load_adapter_bytes(base(), &edited, source)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("use_dora") && err.contains(ADAPTER_CONFIG_FILE),
+        "{err}"
+    );
+    // Another rank in the config than the tensors have.
+    let edited = edit_metadata(&bytes, |c| c["r"] = json!(8));
+    let err = load_adapter_bytes(base(), &edited, source)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("lora_A") && err.contains("[8, "), "{err}");
+}
+
+/// `bytes` (a safetensors file) with its `adapter_config` metadata edited by `edit`.
+fn edit_metadata(bytes: &[u8], edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let file = safetensors::SafeTensors::deserialize(bytes).unwrap();
+    let metadata = safetensors::SafeTensors::read_metadata(bytes).unwrap().1;
+    let mut meta = metadata.metadata().clone().unwrap();
+    let mut config: Value = serde_json::from_str(&meta[ADAPTER_CONFIG_METADATA]).unwrap();
+    edit(&mut config);
+    meta.insert(ADAPTER_CONFIG_METADATA.into(), config.to_string());
+    safetensors::serialize(file.tensors(), Some(meta)).unwrap()
 }
