@@ -131,10 +131,14 @@ pub struct ConnectionArgs {
     /// Seconds a client may take to send a request head (also the idle keep-alive limit).
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub header_timeout: f64,
-    /// Seconds a client may take to send a request body once its head has arrived (a weight
-    /// upload is a body too: raise it for large models over slow links).
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    /// Seconds a request body may go without a byte arriving; a body that keeps arriving at
+    /// --body-min-rate is never cut off, however long it takes (a weight upload).
+    #[arg(long, value_name = "SECS", default_value_t = 15.0)]
     pub body_timeout: f64,
+    /// The slowest a request body may arrive, in bytes a second, after its first
+    /// --body-timeout seconds (0: only --body-timeout without progress).
+    #[arg(long, value_name = "BYTES", default_value_t = 1024)]
+    pub body_min_rate: u64,
 }
 
 impl ConnectionArgs {
@@ -161,6 +165,7 @@ impl ConnectionArgs {
             max_connections: self.max_connections.unwrap_or(defaults.max_connections),
             header_timeout: std::time::Duration::from_secs_f64(self.header_timeout),
             body_timeout: std::time::Duration::from_secs_f64(self.body_timeout),
+            body_min_rate: self.body_min_rate,
         })
     }
 }

@@ -102,6 +102,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_connections: limits.max_connections,
         header_timeout_s: limits.header_timeout.as_secs_f64(),
         body_timeout_s: limits.body_timeout.as_secs_f64(),
+        body_min_rate: limits.body_min_rate,
         ..ServerConfig::code_judge()
     };
     let workers = pool.config().workers;

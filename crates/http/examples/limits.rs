@@ -48,6 +48,7 @@ async fn main() -> std::io::Result<()> {
         max_connections: 1,
         header_timeout: Duration::from_secs(2),
         body_timeout: Duration::from_secs(2),
+        body_min_rate: 1024,
     };
     let app = Router::new().route("/", get(hello));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -17,8 +17,13 @@
 //! |---|---|---|
 //! | open connections ([`ConnectionLimits::max_connections`]) | 4096, or half the soft limit on open files when lower | `503` with a JSON error, connection closed |
 //! | request head ([`ConnectionLimits::header_timeout`]), counted from the connection's start or the end of the previous response, so it is also the idle keep-alive timeout | 10 s | connection closed |
-//! | request body ([`ConnectionLimits::body_timeout`]), from the end of the head | 60 s | the body read fails: `408` where the handler reads it, connection closed |
+//! | request body without progress ([`ConnectionLimits::body_timeout`]): the longest a body may go without a byte arriving | 15 s | the body read fails: `408` naming `body_timeout` where the handler reads it, connection closed |
+//! | request body below a rate ([`ConnectionLimits::body_min_rate`]): a body may take `body_timeout` plus its bytes at this rate, counted from the end of the head | 1024 bytes/s | the same, naming `body_min_rate` |
 //! | request bytes being read and handled at once ([`BodyBudget`]) | the server's body limit plus 4 MiB | the request waits for its turn |
+//!
+//! A body that keeps arriving at the minimum rate is never cut off, however long it is (a 28 GB
+//! weight upload over a 1 Gbit/s link takes minutes), while one that trickles a byte now and
+//! then is cut off within about `body_timeout`, whatever its `Content-Length`.
 //!
 //! # Crate features
 //! None. It serves through hyper and tokio, which it always needs.
@@ -52,8 +57,13 @@ pub struct ConnectionLimits {
     /// start or the end of the previous response (so an idle keep-alive connection is closed
     /// after it too).
     pub header_timeout: Duration,
-    /// How long a client may take to send a request body once its head has arrived.
+    /// The longest a request body may go without a byte arriving, and the time a body gets
+    /// before [`body_min_rate`](Self::body_min_rate) applies.
     pub body_timeout: Duration,
+    /// The slowest a request body may arrive, in bytes a second: the body read fails once the
+    /// time since the head exceeds `body_timeout` plus the bytes received at this rate. 0: no
+    /// rate, only `body_timeout` without progress.
+    pub body_min_rate: u64,
 }
 
 /// 4096 connections, or half the process's soft limit on open files when that is lower (so
@@ -77,12 +87,13 @@ fn default_max_connections() -> usize {
 
 impl ConnectionLimits {
     /// 4096 connections (fewer when the process may open fewer than 8192 files: half its
-    /// limit), 10 s for a head, 60 s for a body.
+    /// limit), 10 s for a head, a body cut off after 15 s without a byte or below 1 KiB/s.
     pub fn new() -> Self {
         ConnectionLimits {
             max_connections: default_max_connections(),
             header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(15),
+            body_min_rate: 1024,
         }
     }
 
@@ -110,12 +121,64 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// The body of a request whose head has arrived: an error (`request body timed out`) once the
-/// deadline passes before the body has been read to its end.
+/// The body of a request whose head has arrived: an error once it makes no progress for
+/// `idle`, or once it falls behind `min_rate` (after a first `idle`). The clock starts when the
+/// handler first reads the body: a request that waits its turn (a [`BodyBudget`]) is not
+/// charged for the wait, while the client could not send.
 struct TimedBody {
     inner: Body,
+    /// The earlier of the idle and the rate deadline, moved on by every frame.
     deadline: Pin<Box<tokio::time::Sleep>>,
-    limit: Duration,
+    /// When the body was first read (`None` before).
+    started: Option<tokio::time::Instant>,
+    /// When its last bytes arrived (or it was first read).
+    last: tokio::time::Instant,
+    /// Body bytes received so far.
+    received: u64,
+    idle: Duration,
+    min_rate: u64,
+}
+
+impl TimedBody {
+    fn new(inner: Body, idle: Duration, min_rate: u64) -> Self {
+        TimedBody {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+            started: None,
+            last: tokio::time::Instant::now(),
+            received: 0,
+            idle,
+            min_rate,
+        }
+    }
+
+    fn started(&self) -> tokio::time::Instant {
+        self.started.unwrap_or_else(tokio::time::Instant::now)
+    }
+
+    /// When the body is behind `min_rate`: `idle` plus its bytes at the rate, from the head.
+    fn rate_deadline(&self) -> Option<tokio::time::Instant> {
+        (self.min_rate > 0).then(|| {
+            self.started()
+                + self.idle
+                + Duration::from_secs_f64(self.received as f64 / self.min_rate as f64)
+        })
+    }
+
+    /// The error for a deadline that passed: the rate's unless no byte came for `idle`.
+    fn timed_out(&self) -> axum::Error {
+        let now = tokio::time::Instant::now();
+        let stalled = now.duration_since(self.last) >= self.idle;
+        axum::Error::new(if !stalled {
+            BodyTimedOut::Rate {
+                received: self.received,
+                secs: now.duration_since(self.started()).as_secs_f64(),
+                min_rate: self.min_rate,
+            }
+        } else {
+            BodyTimedOut::Idle(self.idle.as_secs_f64())
+        })
+    }
 }
 
 impl HttpBody for TimedBody {
@@ -126,11 +189,32 @@ impl HttpBody for TimedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        if self.deadline.as_mut().poll(cx).is_ready() {
-            let secs = self.limit.as_secs_f64();
-            return Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(secs)))));
+        if self.started.is_none() {
+            let now = tokio::time::Instant::now();
+            self.started = Some(now);
+            self.last = now;
+            let idle = self.idle;
+            self.deadline.as_mut().reset(now + idle);
         }
-        Pin::new(&mut self.inner).poll_frame(cx)
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    self.received += data.len() as u64;
+                    self.last = tokio::time::Instant::now();
+                    let idle = self.last + self.idle;
+                    let next = self.rate_deadline().map_or(idle, |rate| rate.min(idle));
+                    self.deadline.as_mut().reset(next);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Pending => {
+                if self.deadline.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Some(Err(self.timed_out())));
+                }
+                Poll::Pending
+            }
+            done => done,
+        }
     }
 
     fn is_end_stream(&self) -> bool {
@@ -144,15 +228,33 @@ impl HttpBody for TimedBody {
 
 /// The error a [`TimedBody`] fails with.
 #[derive(Debug)]
-struct BodyTimedOut(f64);
+enum BodyTimedOut {
+    /// No byte for this many seconds.
+    Idle(f64),
+    /// Behind the minimum rate.
+    Rate {
+        received: u64,
+        secs: f64,
+        min_rate: u64,
+    },
+}
 
 impl std::fmt::Display for BodyTimedOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the request body did not arrive within {} s (body_timeout)",
-            self.0
-        )
+        match self {
+            BodyTimedOut::Idle(secs) => write!(
+                f,
+                "the request body stalled: no byte arrived for {secs} s (body_timeout)"
+            ),
+            BodyTimedOut::Rate {
+                received,
+                secs,
+                min_rate,
+            } => write!(
+                f,
+                "the request body arrived too slowly: {received} bytes in {secs:.1} s, below {min_rate} bytes/s (body_min_rate)"
+            ),
+        }
     }
 }
 
@@ -162,7 +264,11 @@ impl std::error::Error for BodyTimedOut {}
 pub fn is_body_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cause {
-        if e.is::<BodyTimedOut>() || e.to_string().contains("(body_timeout)") {
+        let text = e.to_string();
+        if e.is::<BodyTimedOut>()
+            || text.contains("(body_timeout)")
+            || text.contains("(body_min_rate)")
+        {
             return true;
         }
         cause = e.source();
@@ -226,16 +332,10 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let body_timeout = limits.body_timeout;
+    let (idle, min_rate) = (limits.body_timeout, limits.body_min_rate);
     let app = app.layer(axum::middleware::from_fn(
         move |request: Request, next: Next| async move {
-            let request = request.map(|inner| {
-                Body::new(TimedBody {
-                    inner,
-                    deadline: Box::pin(tokio::time::sleep(body_timeout)),
-                    limit: body_timeout,
-                })
-            });
+            let request = request.map(|inner| Body::new(TimedBody::new(inner, idle, min_rate)));
             next.run(request).await
         },
     ));

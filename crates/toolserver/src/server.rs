@@ -64,10 +64,14 @@ pub struct ServerConfig {
     /// previous response: also the idle keep-alive limit); the connection is closed after.
     #[serde(default = "default_header_timeout_s")]
     pub header_timeout_s: f64,
-    /// Seconds a client may take to send a request body once its head has arrived; the
-    /// request is refused after.
+    /// Seconds a request body may go without a byte arriving (and the time it gets before
+    /// `body_min_rate` applies); the request is refused with a `408` after.
     #[serde(default = "default_body_timeout_s")]
     pub body_timeout_s: f64,
+    /// The slowest a request body may arrive, in bytes a second, after its first
+    /// `body_timeout_s`; 0 for no rate ([`crate::http::ConnectionLimits::body_min_rate`]).
+    #[serde(default = "default_body_min_rate")]
+    pub body_min_rate: u64,
     /// Most calls the server holds at once, waiting for a worker or running. A request that
     /// would take it past this is refused whole with `429 Too Many Requests` and a
     /// `Retry-After` header before any of its calls runs, so memory stays bounded and a
@@ -92,6 +96,10 @@ fn default_header_timeout_s() -> f64 {
     crate::http::ConnectionLimits::new()
         .header_timeout
         .as_secs_f64()
+}
+
+fn default_body_min_rate() -> u64 {
+    crate::http::ConnectionLimits::new().body_min_rate
 }
 
 fn default_body_timeout_s() -> f64 {
@@ -123,6 +131,7 @@ impl ServerConfig {
             max_connections: default_max_connections(),
             header_timeout_s: default_header_timeout_s(),
             body_timeout_s: default_body_timeout_s(),
+            body_min_rate: default_body_min_rate(),
             max_queue: DEFAULT_MAX_QUEUE,
         }
     }
@@ -133,6 +142,7 @@ impl ServerConfig {
             max_connections: self.max_connections,
             header_timeout: Duration::from_secs_f64(self.header_timeout_s),
             body_timeout: Duration::from_secs_f64(self.body_timeout_s),
+            body_min_rate: self.body_min_rate,
         }
     }
 

@@ -195,3 +195,170 @@ fn issue_42_prompts_that_cannot_fit_the_context_are_refused_untokenized() {
     assert_eq!(status, 200);
     rt.block_on(server.shutdown()).unwrap();
 }
+
+/// Sends `body` to `path` in 50 equal parts spread over `over`, then reads the answer:
+/// (status line and body, seconds the upload took).
+fn steady_post(addr: &str, path: &str, body: &[u8], over: Duration) -> (String, f64) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let started = Instant::now();
+    let parts = 50;
+    for (i, part) in body.chunks(body.len().div_ceil(parts)).enumerate() {
+        s.write_all(part).unwrap();
+        let due = over.mul_f64((i + 1) as f64 / parts as f64);
+        std::thread::sleep(due.saturating_sub(started.elapsed()));
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let answer = read_until_closed(&mut s, Duration::from_secs(60)).expect("an answer");
+    (answer, secs)
+}
+
+/// The weights of the served model as an upload body.
+fn weights_body() -> Vec<u8> {
+    let (model, _) = load();
+    rstar_policy::safetensors_bytes(&model.hf_tensors().unwrap(), WeightDtype::F32).unwrap()
+}
+
+/// Issue 71: the body timeout is progress-based. A weight upload that keeps arriving is taken
+/// however long it takes (here 6 times `body_timeout`, which the old total deadline refused);
+/// a body that trickles in a byte at a time, each within `body_timeout`, is cut off by
+/// `body_min_rate` with a 408 that names it.
+#[test]
+fn issue_71_a_steady_upload_outlasts_the_body_timeout_and_a_trickle_does_not() {
+    let rt = runtime();
+    let (model, tokenizer) = load();
+    let mut config = ServeConfig::new(MODEL);
+    config.port = 0;
+    config.limits.body_timeout = Duration::from_millis(500);
+    let server = rt.block_on(start(model, tokenizer, config)).unwrap();
+    let addr = server.addr().to_string();
+    let body = weights_body();
+    let (answer, secs) = steady_post(
+        &addr,
+        "/upload_weights?weight_version=steady",
+        &body,
+        Duration::from_secs(3),
+    );
+    eprintln!(
+        "{} bytes sent steadily over {secs:.1}s: {}",
+        body.len(),
+        answer.lines().next().unwrap_or("")
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(version(&addr), "steady");
+
+    // One byte every 0.3 s (never 0.5 s without one): 3 bytes/s, below 1024.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    )
+    .unwrap();
+    let started = Instant::now();
+    let mut sent = 0;
+    while started.elapsed() < Duration::from_secs(10) && s.write_all(b" ").is_ok() {
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(300));
+        s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        let mut probe = [0u8; 1];
+        if matches!(std::io::Read::read(&mut s, &mut probe), Ok(1)) {
+            let rest = read_until_closed(&mut s, Duration::from_secs(5)).unwrap_or_default();
+            let answer = format!("{}{rest}", probe[0] as char);
+            eprintln!(
+                "a trickle of {sent} bytes cut off after {:.1}s",
+                started.elapsed().as_secs_f64()
+            );
+            assert!(
+                answer.starts_with("HTTP/1.1 408") && answer.contains("body_min_rate"),
+                "{answer}"
+            );
+            assert!(started.elapsed() < Duration::from_secs(3));
+            rt.block_on(server.shutdown()).unwrap();
+            return;
+        }
+    }
+    panic!("the trickle of {sent} bytes was never cut off");
+}
+
+/// Issue 71's check at the default limits: 100 connections that send a head and one byte of
+/// body are all closed within 30 s (after `body_timeout`'s 15 s without a byte), and `/health`
+/// answers within 100 ms meanwhile.
+#[test]
+fn issue_71_one_byte_bodies_are_closed_at_the_default_body_timeout_while_health_answers() {
+    let rt = runtime();
+    let (model, tokenizer) = load();
+    let mut config = ServeConfig::new(MODEL);
+    config.port = 0;
+    let server = rt.block_on(start(model, tokenizer, config)).unwrap();
+    let addr = server.addr().to_string();
+    let started = Instant::now();
+    let mut slow: Vec<TcpStream> = (0..100)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            write!(
+                s,
+                "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+            )
+            .unwrap();
+            s
+        })
+        .collect();
+    let mut worst = Duration::ZERO;
+    for _ in 0..10 {
+        let t = Instant::now();
+        let (status, _) = http(&addr, "GET", "/health", "");
+        assert_eq!(status, 200);
+        worst = worst.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for (i, s) in slow.iter_mut().enumerate() {
+        let left = Duration::from_secs(30).saturating_sub(started.elapsed());
+        let answer = read_until_closed(s, left.max(Duration::from_millis(1)))
+            .unwrap_or_else(|| panic!("connection {i} still open after 30 s"));
+        assert!(answer.starts_with("HTTP/1.1 408"), "{i}: {answer}");
+    }
+    let closed = started.elapsed().as_secs_f64();
+    eprintln!(
+        "100 one-byte bodies closed after {closed:.1}s; /health at worst {:.1} ms meanwhile",
+        worst.as_secs_f64() * 1e3
+    );
+    assert!(closed < 30.0);
+    assert!(worst < Duration::from_millis(100), "{worst:?}");
+    rt.block_on(server.shutdown()).unwrap();
+}
+
+/// Issue 71's check as written: the served weights (3.3 MB for the test model; the issue's 4 MB)
+/// sent steadily over 90 s at the default limits are accepted and served. Slow: `cargo test -p
+/// rstar-serve --test serve -- --ignored issue_71_an_upload`.
+#[test]
+#[ignore = "90 s: cargo test -p rstar-serve --test serve -- --ignored issue_71_an_upload"]
+fn issue_71_an_upload_sent_steadily_over_90_s_is_accepted_and_served() {
+    let rt = runtime();
+    let (model, tokenizer) = load();
+    let mut config = ServeConfig::new(MODEL);
+    config.port = 0;
+    let server = rt.block_on(start(model, tokenizer, config)).unwrap();
+    let addr = server.addr().to_string();
+    let before = greedy_text(&addr);
+    let body = weights_body();
+    let (answer, secs) = steady_post(
+        &addr,
+        "/upload_weights?weight_version=slow",
+        &body,
+        Duration::from_secs(90),
+    );
+    eprintln!(
+        "{} bytes over {secs:.1}s: {}",
+        body.len(),
+        answer.lines().next().unwrap_or("")
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(version(&addr), "slow");
+    assert_eq!(greedy_text(&addr), before);
+    rt.block_on(server.shutdown()).unwrap();
+}
