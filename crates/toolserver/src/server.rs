@@ -379,7 +379,31 @@ struct ServiceState {
     draining: AtomicBool,
     next_id: AtomicU64,
     id_prefix: String,
+    /// Seconds a call runs on its worker, a moving average (the bits of an `f64`), from
+    /// [`PRIOR_SERVICE_SECS`]: with the workers, the server's throughput.
+    service_secs: AtomicU64,
+    /// Calls of requests refused for want of time, told when to come back: the queue they will
+    /// join, so that each later refusal is told to come back after them.
+    promised: std::sync::Mutex<Promised>,
 }
+
+/// The calls refused requests were told to bring back, and when the last of them is due.
+#[derive(Debug, Default)]
+struct Promised {
+    calls: f64,
+    due: Option<Instant>,
+}
+
+/// What a call is assumed to take on its worker before any has run: 50 ms, a `print` in a warm
+/// interpreter with some margin. Measured calls replace it within a few dozen.
+const PRIOR_SERVICE_SECS: f64 = 0.05;
+
+/// The weight of each new call in [`ServiceState::service_secs`].
+const SERVICE_SMOOTHING: f64 = 0.05;
+
+/// The part of the queue life a queued request's last call may be expected to wait: the rest
+/// is margin for the estimate's error.
+const QUEUE_LIFE_MARGIN: f64 = 0.8;
 
 impl ServiceState {
     fn new(pool: Pool, config: ServerConfig) -> Self {
@@ -398,7 +422,61 @@ impl ServiceState {
             draining: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             id_prefix,
+            service_secs: AtomicU64::new(PRIOR_SERVICE_SECS.to_bits()),
+            promised: std::sync::Mutex::new(Promised::default()),
         }
+    }
+
+    /// Folds one call's run time into the moving average.
+    fn record_service(&self, secs: f64) {
+        let _ = self
+            .service_secs
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                let mean = f64::from_bits(bits);
+                Some((mean + SERVICE_SMOOTHING * (secs - mean)).to_bits())
+            });
+    }
+
+    /// Calls the workers finish a second, as measured.
+    fn throughput(&self) -> f64 {
+        let workers = self.pool.config().workers.max(1) as f64;
+        workers / f64::from_bits(self.service_secs.load(Ordering::Relaxed)).max(1e-4)
+    }
+
+    /// Admitted calls that have not started.
+    fn queued(&self) -> usize {
+        let workers = self.pool.config().workers.max(1);
+        let running = workers.saturating_sub(self.gate.available_permits());
+        self.admitted.load(Ordering::SeqCst).saturating_sub(running)
+    }
+
+    /// `None` when a request of `calls` calls can start within the queue life (at the measured
+    /// throughput, behind the calls queued now; an empty queue takes any request); else the
+    /// seconds after which it can, counting the calls of requests refused before it, which are
+    /// told to come back first.
+    fn wait_for_room(&self, calls: usize) -> Option<u64> {
+        let queued = self.queued();
+        if queued == 0 {
+            return None;
+        }
+        let rate = self.throughput();
+        let room = rate * self.config.queue_timeout_s * QUEUE_LIFE_MARGIN;
+        if (queued + calls) as f64 <= room {
+            return None;
+        }
+        let now = Instant::now();
+        let mut promised = self.promised.lock().unwrap_or_else(|p| p.into_inner());
+        let life = Duration::from_secs_f64(self.config.queue_timeout_s);
+        if promised.due.is_some_and(|due| now > due + life) {
+            // Nobody came back for them.
+            *promised = Promised::default();
+        }
+        let backlog = queued as f64 + promised.calls + calls as f64;
+        let wait = ((backlog - room) / rate).ceil().max(1.0);
+        promised.calls += calls as f64;
+        let due = now + Duration::from_secs_f64(wait);
+        promised.due = Some(promised.due.map_or(due, |d| d.max(due)));
+        Some(wait as u64)
     }
 
     fn status(&self) -> ServerStatus {
@@ -417,9 +495,12 @@ impl ServiceState {
         }
     }
 
-    /// Reserves room for `calls` calls, or refuses the whole request (`429`, nothing runs).
+    /// Reserves room for `calls` calls, or refuses the whole request (`429` with a
+    /// `Retry-After`, nothing runs): when the queue holds `max_queue` calls, or, unless the
+    /// request is `patient` (it waits for a worker however long), when its calls could not start
+    /// within the queue life at the measured throughput ([`wait_for_room`](Self::wait_for_room)).
     /// Each admitted call frees its room when answered ([`Admitted`]).
-    fn admit(self: &Arc<Self>, calls: usize) -> Result<Vec<Admitted>, ApiError> {
+    fn admit(self: &Arc<Self>, calls: usize, patient: bool) -> Result<Vec<Admitted>, ApiError> {
         let limit = self.config.max_queue;
         if calls > limit {
             return Err(ApiError(
@@ -427,6 +508,20 @@ impl ServiceState {
                 format!(
                     "submissions: {calls} calls exceed this server's queue limit of {limit}, so the request could never run (split it)"
                 ),
+                None,
+            ));
+        }
+        if !patient && let Some(wait) = self.wait_for_room(calls) {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            let life = self.config.queue_timeout_s;
+            return Err(ApiError(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "the queue is full for its life: {} calls are waiting and this server starts about {:.0} a second, so the request's {calls} calls could not start within {life} s; none ran, send them again in {wait} s (Retry-After)",
+                    self.queued(),
+                    self.throughput()
+                ),
+                Some(wait),
             ));
         }
         let reserved = self
@@ -435,15 +530,24 @@ impl ServiceState {
                 (held + calls <= limit).then_some(held + calls)
             });
         match reserved {
-            Ok(_) => Ok((0..calls).map(|_| Admitted(Arc::clone(self))).collect()),
+            Ok(_) => {
+                let mut promised = self.promised.lock().unwrap_or_else(|p| p.into_inner());
+                promised.calls = (promised.calls - calls as f64).max(0.0);
+                Ok((0..calls).map(|_| Admitted(Arc::clone(self))).collect())
+            }
             Err(held) => {
                 self.refused.fetch_add(1, Ordering::Relaxed);
+                // When enough calls will have finished for this request to fit.
+                let wait = ((held + calls).saturating_sub(limit) as f64 / self.throughput())
+                    .ceil()
+                    .max(1.0) as u64;
                 Err(ApiError(
                     StatusCode::TOO_MANY_REQUESTS,
                     format!(
                         "the queue is full: {held} calls are waiting or running and this server holds at most {limit}; \
-                         none of the request's {calls} calls ran, send them again later"
+                         none of the request's {calls} calls ran, send them again in {wait} s (Retry-After)"
                     ),
+                    Some(wait),
                 ))
             }
         }
@@ -492,6 +596,7 @@ impl ServiceState {
             }
         };
         drop(waiting);
+        let ran = Instant::now();
         let mut result = self.pool.run(call.clone()).await;
         let mut retries = 0;
         while result.is_retryable() && retries < self.config.internal_retries {
@@ -500,6 +605,7 @@ impl ServiceState {
             result = self.pool.run(call.clone()).await;
         }
         drop(permit);
+        self.record_service(ran.elapsed().as_secs_f64());
         self.completed.fetch_add(1, Ordering::SeqCst);
         Ok(result)
     }
@@ -634,7 +740,7 @@ impl Drop for CountGuard<'_> {
 
 /// A 4xx/5xx answer with FastAPI's `{"detail": …}` body.
 #[derive(Debug)]
-struct ApiError(StatusCode, String);
+struct ApiError(StatusCode, String, Option<u64>);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -646,9 +752,10 @@ impl IntoResponse for ApiError {
             );
         }
         if self.0 == StatusCode::TOO_MANY_REQUESTS {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                header::HeaderValue::from(self.2.unwrap_or(1)),
+            );
         }
         response
     }
@@ -665,6 +772,7 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
             return ApiError(
                 StatusCode::REQUEST_TIMEOUT,
                 format!("cannot read the request body: {}", e.body_text()),
+                None,
             );
         }
         let status = e.status();
@@ -673,7 +781,7 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
         } else {
             format!("cannot read the request body: {}", e.body_text())
         };
-        ApiError(status, detail)
+        ApiError(status, detail, None)
     })
 }
 
@@ -690,6 +798,7 @@ impl<S: Send + Sync> FromRequest<S> for VerifyBody {
             ApiError(
                 StatusCode::BAD_REQUEST,
                 format!("invalid /verify request: {e}"),
+                None,
             )
         })
     }
@@ -707,10 +816,12 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 Category::Data => ApiError(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     format!("invalid request at line {line} column {column}: {e}"),
+                    None,
                 ),
                 _ => ApiError(
                     StatusCode::BAD_REQUEST,
                     format!("malformed JSON at line {line} column {column}: {e}"),
+                    None,
                 ),
             }
         })
@@ -757,6 +868,7 @@ async fn guard(
         return ApiError(
             StatusCode::UNAUTHORIZED,
             "missing or wrong bearer token".into(),
+            None,
         )
         .into_response();
     }
@@ -764,7 +876,12 @@ async fn guard(
         return next.run(req).await;
     }
     if state.draining.load(Ordering::SeqCst) {
-        return ApiError(StatusCode::SERVICE_UNAVAILABLE, DRAINING_MESSAGE.into()).into_response();
+        return ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            DRAINING_MESSAGE.into(),
+            None,
+        )
+        .into_response();
     }
     let _in_flight = CountGuard::new(&state.in_flight, Some(&state.idle));
     next.run(req).await
@@ -782,6 +899,7 @@ async fn not_found(req: Request) -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
         format!("no route {} {}", req.method(), req.uri().path()),
+        None,
     )
 }
 
@@ -801,6 +919,7 @@ fn check_type(sub: &Submission, at: &str) -> Result<(), ApiError> {
             "{at}type: unsupported submission type `{}` ({why})",
             sub.kind
         ),
+        None,
     ))
 }
 
@@ -827,7 +946,7 @@ async fn single(
 ) -> Result<SubmissionResult, ApiError> {
     let enqueued = Instant::now();
     check_type(&sub, "")?;
-    let admitted = state.admit(1)?.pop().expect("one admitted call");
+    let admitted = state.admit(1, false)?.pop().expect("one admitted call");
     Ok(state.judge(sub, enqueued, false, admitted).await)
 }
 
@@ -873,12 +992,14 @@ async fn batch(
         return Err(ApiError(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("type: expected `batch`, got `{}`", batch.kind),
+            None,
         ));
     }
     if batch.submissions.is_empty() {
         return Err(ApiError(
             StatusCode::UNPROCESSABLE_ENTITY,
             "submissions: a batch needs at least one submission".into(),
+            None,
         ));
     }
     if batch.submissions.len() > state.config.max_batch {
@@ -889,12 +1010,13 @@ async fn batch(
                 batch.submissions.len(),
                 state.config.max_batch
             ),
+            None,
         ));
     }
     for (i, sub) in batch.submissions.iter().enumerate() {
         check_type(sub, &format!("submissions[{i}]."))?;
     }
-    let admitted = state.admit(batch.submissions.len())?;
+    let admitted = state.admit(batch.submissions.len(), patient)?;
     let sub_id = batch.sub_id.unwrap_or_else(|| state.make_id());
     let futures: Vec<_> = batch
         .submissions
@@ -913,6 +1035,7 @@ async fn batch(
             ApiError(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("a call task failed: {e}"),
+                None,
             )
         })?);
     }
@@ -934,6 +1057,7 @@ async fn verify(
                 items.len(),
                 state.config.max_batch
             ),
+            None,
         ));
     }
     if items.is_empty() {
@@ -961,6 +1085,7 @@ async fn verify(
         ApiError(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("the verification task failed: {e}"),
+            None,
         )
     })?;
     Ok(axum::Json(VerifyResponse { results }))
@@ -971,7 +1096,7 @@ async fn run_code(
     JsonBody(req): JsonBody<RunCodeRequest>,
 ) -> Result<axum::Json<RunCodeResponse>, ApiError> {
     let enqueued = Instant::now();
-    let unprocessable = |m: String| ApiError(StatusCode::UNPROCESSABLE_ENTITY, m);
+    let unprocessable = |m: String| ApiError(StatusCode::UNPROCESSABLE_ENTITY, m, None);
     if !matches!(req.language.as_str(), "python" | "python3") {
         return Err(unprocessable(format!(
             "language: unsupported language `{}` (this server runs python only)",
@@ -997,7 +1122,7 @@ async fn run_code(
     }
     let call = ToolCall::python(req.code, req.stdin.unwrap_or_default())
         .with_timeout(Duration::from_secs_f64(req.run_timeout));
-    let admitted = state.admit(1)?.pop();
+    let admitted = state.admit(1, true)?.pop();
     let task = tokio::spawn(Arc::clone(&state).execute(call, enqueued, true, admitted));
     match task.await {
         Ok(Ok(r)) => Ok(axum::Json(to_run_code_response(&r, &state.config.name))),
@@ -1016,7 +1141,7 @@ async fn run_jupyter(
     JsonBody(req): JsonBody<RunJupyterRequest>,
 ) -> Result<axum::Json<RunJupyterResponse>, ApiError> {
     let started = Instant::now();
-    let unprocessable = |m: String| ApiError(StatusCode::UNPROCESSABLE_ENTITY, m);
+    let unprocessable = |m: String| ApiError(StatusCode::UNPROCESSABLE_ENTITY, m, None);
     if req.kernel != "python3" {
         return Err(unprocessable(format!(
             "kernel: unsupported kernel `{}` (expected `python3`)",
@@ -1042,7 +1167,7 @@ async fn run_jupyter(
     }
     // One place in the queue for the whole notebook: its cells run one after another, and a
     // notebook refused half-way would have run its first cells for nothing.
-    let _admitted = state.admit(1)?;
+    let _admitted = state.admit(1, true)?;
     let name = state.config.name.clone();
     let total = Duration::from_secs_f64(req.total_timeout);
     let mut cells = Vec::with_capacity(req.cells.len());

@@ -19,13 +19,18 @@ use super::common::{server, server_and_pool};
 
 /// A `/run/long-batch` of `calls` calls, with its status, `Retry-After` and body.
 async fn long_batch(url: &str, calls: &[&str]) -> (u16, Option<String>, Value) {
+    post_batch(url, "/run/long-batch", calls).await
+}
+
+/// A batch of `calls` calls to `path`, with its status, `Retry-After` and body.
+async fn post_batch(url: &str, path: &str, calls: &[&str]) -> (u16, Option<String>, Value) {
     let subs: Vec<Value> = calls
         .iter()
         .map(|c| json!({"type": "python", "solution": c}))
         .collect();
     let body = json!({"type": "batch", "submissions": subs}).to_string();
     let http = HttpClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let req = Request::post(format!("{url}/run/long-batch"))
+    let req = Request::post(format!("{url}{path}"))
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))
         .unwrap();
@@ -253,4 +258,85 @@ async fn refused_batches_are_sent_again_once_there_is_room() {
     // Refused calls were sent again (64 a refusal); each ran once.
     assert_eq!(load.sent as u64, n + 64 * s.refused, "{load:?}");
     assert_eq!((s.completed, s.admitted), (n, 0), "{s:?}");
+}
+
+/// Issue 71: a plain code-judge client (no backpressure: every request at once, resent after
+/// `Retry-After` on a `429` and on `queue_timeout`) is admitted only as far as the workers can
+/// start its calls within the queue life, at the measured throughput; the rest are refused at
+/// once, told to come back one after another, so no admitted call times out in the queue and a
+/// request is refused about once, not again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_is_admitted_as_far_as_it_can_start_in_time_and_told_when_to_come_back() {
+    let config = ServerConfig {
+        queue_timeout_s: 1.0,
+        ..ServerConfig::local()
+    };
+    let server = server(2, config).await;
+    let url = server.url();
+    let call = "import time\ntime.sleep(0.05)\nprint('ok')";
+    // The throughput estimate starts from a prior; a few calls measure it.
+    for _ in 0..8 {
+        let (status, _, body) = post_batch(&url, "/run/batch", &[call; 4]).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // 24 requests of 4 calls at once: about 5 s of work for two workers, 1 s of queue life.
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..24)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let (mut refusals, mut timeouts, mut waits) = (0, 0, Vec::new());
+                loop {
+                    let (status, retry, body) = post_batch(&url, "/run/batch", &[call; 4]).await;
+                    match status {
+                        429 => {
+                            refusals += 1;
+                            let secs: u64 = retry.expect("a Retry-After").parse().unwrap();
+                            waits.push(secs);
+                            tokio::time::sleep(Duration::from_secs(secs)).await;
+                        }
+                        200 => {
+                            let results = body["results"].as_array().unwrap();
+                            let timed_out = results
+                                .iter()
+                                .filter(|r| r["reason"] == "queue_timeout")
+                                .count();
+                            if timed_out == 0 {
+                                assert!(results.iter().all(|r| r["stdout"] == "ok\n"), "{body}");
+                                return (refusals, timeouts, waits);
+                            }
+                            timeouts += 1;
+                        }
+                        other => panic!("{other}: {body}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap());
+    }
+    let refused_once_or_more = outcomes.iter().filter(|o| o.0 > 0).count();
+    let refused_twice_or_more = outcomes.iter().filter(|o| o.0 > 1).count();
+    let timed_out: usize = outcomes.iter().map(|o| o.1).sum();
+    let longest = outcomes.iter().flat_map(|o| o.2.iter()).max().copied();
+    eprintln!(
+        "24 requests of 4 calls in {:.1}s: {refused_once_or_more} refused at least once, {refused_twice_or_more} more than once, {timed_out} answered queue_timeout; longest Retry-After {longest:?} s; {:?}",
+        started.elapsed().as_secs_f64(),
+        server.status()
+    );
+    assert!(
+        refused_once_or_more > 0,
+        "nothing was refused: the burst fit"
+    );
+    assert_eq!(timed_out, 0, "admitted calls timed out in the queue");
+    // Whole seconds of `Retry-After` are coarse next to 3 s of work, so a few come back
+    // together and one of them again; none is refused again and again (before, such a client
+    // got `queue_timeout` for most of its calls, about 22 times each at the paper's scale).
+    assert!(refused_twice_or_more <= 6, "{outcomes:?}");
+    assert!(outcomes.iter().all(|o| o.0 <= 3), "{outcomes:?}");
+    // The later a request was refused, the later it was told to come back.
+    assert!(longest.unwrap() >= 2, "{outcomes:?}");
+    server.shutdown().await.unwrap();
 }
