@@ -40,7 +40,7 @@ const BENCHES: &[(&str, &str)] = &[
     ),
     (
         "toolserver",
-        "rstar-toolserver at the paper's scale (#46): the fork floor, one call's p50 as a ratio to it, p50/p99 at 1, 64 and 1000 in flight, and 45,056 calls in flight against two `rstar tools serve` (throughput, p50/p99/max, refusals, each call run once, peak RSS, fds and processes before and after)",
+        "rstar-toolserver at the paper's scale (#46): the fork floor, one call's p50 as a ratio to it, p50/p99 at 1, 64 and 1000 in flight, and 45,056 calls in flight against two `rstar tools serve` (throughput, p50/p99/max, refusals, each call run once, peak RSS, fds and processes before and after), then from a plain code-judge client with no backpressure (#71: throughput against the batching client, calls refused or resent more than once; `RSTAR_BENCH_ONLY=plain` runs these two alone)",
     ),
     (
         "scheduler",

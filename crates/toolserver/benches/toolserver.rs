@@ -10,6 +10,13 @@
 //!    one the load overflows (refusals, then room): every answer checked against its own
 //!    input, each call run once (the servers' `completed`), throughput, p50/p99/max latency,
 //!    peak RSS, and file descriptors and processes before and after.
+//! 5. The same calls from a plain code-judge client (#71), as microsoft/rStar's reference code
+//!    sends them: all 704 requests at once with no backpressure, each resent after its
+//!    `Retry-After` on a `429`, and its calls answered `queue_timeout` resent; throughput as a
+//!    ratio to the batching client's in section 4, and how many calls were refused or resent more
+//!    than once.
+//!
+//! Set `RSTAR_BENCH_ONLY=plain` to run sections 4 (default queue) and 5 alone.
 //!
 //! Environment: `RSTAR_PYTHON` (numpy and sympy), `RSTAR_BIN` (the `rstar` binary),
 //! `RSTAR_FLOOR` (fork_floor.py), `RSTAR_BENCH_CALLS` (load-test calls, default 45,056),
@@ -65,6 +72,9 @@ async fn bench() -> Result<(), Error> {
     let rstar = env_path("RSTAR_BIN")?;
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     println!("toolserver bench: {cpus} CPUs, python {}", python.display());
+    if std::env::var("RSTAR_BENCH_ONLY").as_deref() == Ok("plain") {
+        return load_tests(&rstar, &python, cpus, true).await;
+    }
 
     // 1. The floor.
     let zygote = Path::new(env!("CARGO_MANIFEST_DIR")).join("../toolenv/src/zygote.py");
@@ -166,6 +176,17 @@ async fn bench() -> Result<(), Error> {
     server.shutdown().await?;
     drop(pool);
 
+    load_tests(&rstar, &python, cpus, false).await
+}
+
+/// Sections 4 and 5: the batching client (at the default queue, and one it overflows unless
+/// `plain_only`), then the plain client.
+async fn load_tests(
+    rstar: &Path,
+    python: &Path,
+    cpus: usize,
+    plain_only: bool,
+) -> Result<(), Error> {
     // 4. The load test.
     let calls = env_num("RSTAR_BENCH_CALLS", 45_056);
     let small_queue = env_num("RSTAR_BENCH_QUEUE", 8_192);
@@ -177,10 +198,156 @@ async fn bench() -> Result<(), Error> {
         "| queue limit per server | wall | calls/s | p50 | p99 | max | refused requests | ran | wrong or lost | peak RSS per server | fds before → after | processes before → after |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for limit in [rstar_toolserver::DEFAULT_MAX_QUEUE, small_queue] {
-        load(&rstar, &python, (cpus / 2).max(1), limit, calls).await?;
+    let batching = load(
+        rstar,
+        python,
+        (cpus / 2).max(1),
+        rstar_toolserver::DEFAULT_MAX_QUEUE,
+        calls,
+    )
+    .await?;
+    if !plain_only {
+        load(rstar, python, (cpus / 2).max(1), small_queue, calls).await?;
     }
+
+    // 5. A plain client.
+    println!(
+        "\n## 5. The same {calls} calls from a plain code-judge client: 704 `/run/batch` requests of 64 at once, resent after `Retry-After` and on `queue_timeout`, two default `rstar tools serve`"
+    );
+    println!(
+        "| wall | calls/s | vs the batching client | right | 429s | calls resent after queue_timeout | calls refused or resent more than once | peak RSS per server |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let plain = plain_load(rstar, python, (cpus / 2).max(1), calls).await?;
+    println!(
+        "| {:.1} s | {:.0} | {:.2}x | {} of {calls} | {} | {} | {} ({:.1}%) | {} |",
+        plain.wall,
+        calls as f64 / plain.wall,
+        (calls as f64 / plain.wall) / batching,
+        plain.right,
+        plain.refusals,
+        plain.resent,
+        plain.more_than_once,
+        100.0 * plain.more_than_once as f64 / calls as f64,
+        plain.rss,
+    );
     Ok(())
+}
+
+/// What the plain client's run came to.
+struct Plain {
+    wall: f64,
+    right: usize,
+    /// `429` answers.
+    refusals: usize,
+    /// Calls sent again after a `queue_timeout` answer.
+    resent: usize,
+    /// Calls whose request was refused, or that were resent, more than once in all.
+    more_than_once: usize,
+    rss: String,
+}
+
+/// `calls` calls of `print(i * 7919 % 100003)` from 704 concurrent tasks of 64 calls, each a
+/// plain HTTP client with no backpressure: it sends its request, sleeps for `Retry-After` on a
+/// `429` and sends it again, and sends again the calls answered `queue_timeout`.
+async fn plain_load(
+    rstar: &Path,
+    python: &Path,
+    workers: usize,
+    calls: usize,
+) -> Result<Plain, Error> {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    let servers = [
+        Served::start(rstar, python, workers, rstar_toolserver::DEFAULT_MAX_QUEUE)?,
+        Served::start(rstar, python, workers, rstar_toolserver::DEFAULT_MAX_QUEUE)?,
+    ];
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let ids: Vec<usize> = (0..calls).collect();
+    let started = Instant::now();
+    let tasks: Vec<_> = ids
+        .chunks(64)
+        .enumerate()
+        .map(|(r, chunk)| {
+            let url = format!("{}/run/batch", servers[r % 2].url);
+            let http = http.clone();
+            let mut pending = chunk.to_vec();
+            tokio::spawn(async move {
+                // Per call: its refusals and resends; and the calls answered right.
+                let mut times: HashMap<usize, u32> = HashMap::new();
+                let (mut right, mut refusals, mut resent) = (0usize, 0usize, 0usize);
+                while !pending.is_empty() {
+                    let subs: Vec<serde_json::Value> = pending
+                        .iter()
+                        .map(|i| serde_json::json!({"type": "python", "solution": format!("print({i} * 7919 % 100003)")}))
+                        .collect();
+                    let body = serde_json::json!({"type": "batch", "submissions": subs}).to_string();
+                    let request = hyper::Request::post(&url)
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::from(body)))?;
+                    let response = http.request(request).await?;
+                    let status = response.status().as_u16();
+                    let retry = response
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+                    let bytes = response.into_body().collect().await?.to_bytes();
+                    if status == 429 {
+                        refusals += 1;
+                        for i in &pending {
+                            *times.entry(*i).or_default() += 1;
+                        }
+                        tokio::time::sleep(Duration::from_secs(retry.unwrap_or(1))).await;
+                        continue;
+                    }
+                    if status != 200 {
+                        return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)).into());
+                    }
+                    let answer: serde_json::Value = serde_json::from_slice(&bytes)?;
+                    let results = answer["results"].as_array().cloned().unwrap_or_default();
+                    let mut again = Vec::new();
+                    for (i, r) in pending.iter().zip(&results) {
+                        if r["reason"] == "queue_timeout" {
+                            again.push(*i);
+                            *times.entry(*i).or_default() += 1;
+                        } else if r["stdout"].as_str() == Some(format!("{}\n", *i as u64 * 7919 % 100_003).as_str()) {
+                            right += 1;
+                        }
+                    }
+                    resent += again.len();
+                    pending = again;
+                }
+                let more_than_once = times.values().filter(|&&n| n > 1).count();
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>((right, refusals, resent, more_than_once))
+            })
+        })
+        .collect();
+    let mut plain = Plain {
+        wall: 0.0,
+        right: 0,
+        refusals: 0,
+        resent: 0,
+        more_than_once: 0,
+        rss: String::new(),
+    };
+    for task in tasks {
+        let (right, refusals, resent, more) = task.await?.map_err(|e| e.to_string())?;
+        plain.right += right;
+        plain.refusals += refusals;
+        plain.resent += resent;
+        plain.more_than_once += more;
+    }
+    plain.wall = started.elapsed().as_secs_f64();
+    plain.rss = servers
+        .iter()
+        .map(|s| format!("{:.0} MiB", peak_rss_mib(s.pid())))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for s in servers {
+        s.stop();
+    }
+    Ok(plain)
 }
 
 /// `inflight` callers share `calls` calls of `print(i)`; (wall seconds, latencies in ms).
@@ -321,7 +488,7 @@ async fn load(
     workers: usize,
     max_queue: usize,
     calls: usize,
-) -> Result<(), Error> {
+) -> Result<f64, Error> {
     let servers = [
         Served::start(rstar, python, workers, max_queue)?,
         Served::start(rstar, python, workers, max_queue)?,
@@ -402,5 +569,5 @@ async fn load(
     for s in servers {
         s.stop();
     }
-    Ok(())
+    Ok(calls as f64 / wall)
 }
