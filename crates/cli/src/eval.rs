@@ -190,8 +190,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some("compact") => TemplateFormat::Compact,
         Some("chatml") => TemplateFormat::ChatMl,
         Some(other) => bail!("--template: `{other}` is not one of compact, chatml"),
-        None if matches!(tokenizer, Tokenizer::Char(_)) => TemplateFormat::Compact,
-        None => TemplateFormat::ChatMl,
+        None => crate::default_template(&tokenizer),
     };
     let mut limits = match template {
         TemplateFormat::Compact => Limits::compact(),

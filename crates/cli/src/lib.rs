@@ -170,6 +170,18 @@ impl ConnectionArgs {
     }
 }
 
+/// The chat layout a checkpoint was trained with when the command is not told one
+/// (`rstar eval`, `rstar serve`): the compact layout for the character tokenizer (the embedded
+/// default's), ChatML for every other.
+pub(crate) fn default_template(
+    tokenizer: &rstar_policy::Tokenizer,
+) -> rstar_agent::template::TemplateFormat {
+    match tokenizer {
+        rstar_policy::Tokenizer::Char(_) => rstar_agent::template::TemplateFormat::Compact,
+        _ => rstar_agent::template::TemplateFormat::ChatMl,
+    }
+}
+
 /// An error and its causes joined by `: `, each cause once: many errors already end with
 /// their source's message (thiserror's `"grpo: {0}"` over a `#[from]`), and anyhow's `{:#}`
 /// would print it again.

@@ -51,9 +51,10 @@ pub struct Args {
     /// Milliseconds an engine waits after the first request for others to join its batch.
     #[arg(long, default_value_t = 2)]
     pub gather_ms: u64,
-    /// The chat layout of /v1/chat/completions.
-    #[arg(long, value_enum, default_value_t = TemplateArg::Chatml)]
-    pub template: TemplateArg,
+    /// The chat layout of /v1/chat/completions [default: the one the checkpoint was trained
+    /// with, as `rstar eval` picks it: compact for the character tokenizer, else chatml].
+    #[arg(long, value_enum)]
+    pub template: Option<TemplateArg>,
     /// `max_tokens` of a completion request that gives none (OpenAI's default).
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub default_max_tokens: usize,
@@ -119,15 +120,24 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     config.model_dir = Some(args.model.clone());
     config.api_key = args.api_key.clone();
     config.limits = args.connections.limits()?;
-    config.template = match args.template {
-        TemplateArg::Chatml => TemplateFormat::ChatMl,
-        TemplateArg::Compact => TemplateFormat::Compact,
+    let (template, why) = match args.template {
+        Some(TemplateArg::Chatml) => (TemplateFormat::ChatMl, "--template"),
+        Some(TemplateArg::Compact) => (TemplateFormat::Compact, "--template"),
+        None => (
+            crate::default_template(&tokenizer),
+            "the checkpoint's tokenizer; --template to change",
+        ),
     };
+    config.template = template;
     let server = start(model, tokenizer, config).await?;
     eprintln!(
-        "rstar serve: listening on {} (model `{name}`, context {max_len} tokens, {} engine(s))",
+        "rstar serve: listening on {} (model `{name}`, context {max_len} tokens, {} engine(s), chat template {} from {why})",
         server.url(),
-        args.engines
+        args.engines,
+        match template {
+            TemplateFormat::ChatMl => "chatml",
+            TemplateFormat::Compact => "compact",
+        }
     );
     super::wait_for_signal().await?;
     eprintln!("rstar serve: shutting down, letting in-flight requests finish");

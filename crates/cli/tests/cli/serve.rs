@@ -46,3 +46,33 @@ fn serve_binary_answers_and_stops_on_sigint() {
     assert!(ok, "{rest}");
     assert!(rest.contains("rstar serve: stopped"), "{rest}");
 }
+
+/// Issue 70: without `--template`, `rstar serve` picks the layout the checkpoint was trained
+/// with, as `rstar eval` does (compact for the character tokenizer), and says so: a chat request
+/// is the 9-token compact prompt, not the paper's 1,500-token ChatML system prompt that the
+/// embedded default never saw.
+#[test]
+fn serve_picks_the_checkpoints_template_and_says_which() {
+    let server = Listening::start(
+        command()
+            .args(["serve", "--port", "0"])
+            .arg("--model")
+            .arg(model_dir()),
+    );
+    assert!(
+        server
+            .line
+            .contains("chat template compact from the checkpoint's tokenizer"),
+        "{}",
+        server.line
+    );
+    let (status, chat) = post(
+        &server.addr,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "2+2?"}], "max_tokens": 3, "temperature": 0}),
+    );
+    assert_eq!(status, 200, "{chat}");
+    assert_eq!(chat["usage"]["prompt_tokens"], 9);
+    let (ok, rest) = server.stop("INT");
+    assert!(ok, "{rest}");
+}
