@@ -22,16 +22,22 @@ pub struct Args {
 
 /// Runs `rstar report`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let out = match &args.out {
-        Some(out) => out.clone(),
-        None if args.run.is_dir() => args.run.join("report.html"),
-        None => bail!(
-            "{} is not a directory (pass --out FILE to write a report that says so)",
-            args.run.display()
-        ),
-    };
     let mut dirs = vec![args.run.clone()];
     dirs.extend(args.compare.clone());
+    // A path that is no run directory is a mistake (a typo, a run not made yet): say so and
+    // exit non-zero, rather than write a page about nothing.
+    for dir in &dirs {
+        if !dir.is_dir() {
+            bail!(
+                "{}: no such run directory (`cargo xtask train` writes runs/tiny; `rstar train --out DIR` any other)",
+                dir.display()
+            );
+        }
+    }
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => args.run.join("report.html"),
+    };
     let runs = report::write(&dirs, &out).with_context(|| "writing the report".to_string())?;
     for r in &runs {
         for p in &r.problems {

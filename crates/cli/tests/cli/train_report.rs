@@ -247,7 +247,7 @@ fn a_damaged_run_directory_gives_a_report_that_says_what_is_missing() {
     assert!(html.contains("No sampled trajectories"));
     assert!(stderr.contains("samples.jsonl is missing"), "{stderr}");
 
-    // An empty directory and a missing one (with --out) are reports too.
+    // An empty directory is a report too (a run that has not written anything yet).
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     let (ok, _, stderr) = rstar(&["report", empty.to_str().unwrap()]);
@@ -261,23 +261,28 @@ fn a_damaged_run_directory_gives_a_report_that_says_what_is_missing() {
     ] {
         assert!(html.contains(&format!("{f} is missing")), "{f}");
     }
+    // Issue 70: a path that is no run directory, first or second, with or without --out, is
+    // an error naming it (scripts can trust the exit code), and no page is written.
     let out = dir.path().join("gone.html");
     let gone = dir.path().join("gone");
-    let (ok, _, stderr) = rstar(&[
-        "report",
+    let (gone_s, empty_s, out_s) = (
         gone.to_str().unwrap(),
-        "--out",
+        empty.to_str().unwrap(),
         out.to_str().unwrap(),
-    ]);
-    assert!(ok, "{stderr}");
-    assert!(
-        std::fs::read_to_string(&out)
-            .unwrap()
-            .contains("does not exist")
     );
-    let (ok, _, stderr) = rstar(&["report", gone.to_str().unwrap()]);
-    assert!(!ok);
-    assert!(stderr.contains("is not a directory"), "{stderr}");
+    for args in [
+        &["report", gone_s][..],
+        &["report", gone_s, "--out", out_s],
+        &["report", empty_s, gone_s, "--out", out_s],
+    ] {
+        let (ok, _, stderr) = rstar(args);
+        assert!(!ok, "{args:?}");
+        assert!(
+            stderr.contains(&format!("{gone_s}: no such run directory")),
+            "{stderr}"
+        );
+        assert!(!out.exists());
+    }
 }
 
 #[test]
