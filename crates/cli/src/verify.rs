@@ -44,14 +44,11 @@ pub struct Args {
     #[arg(long)]
     pub no_expressions: bool,
     /// How answers are compared: integer (exact integers, the training reward), math (LaTeX
-    /// answers: fractions, surds, π, intervals, tuples, sets, matrices, text) or choice (a
-    /// letter A-J).
-    #[arg(long, default_value = "integer", value_parser = parse_mode)]
-    pub mode: Mode,
-}
-
-fn parse_mode(s: &str) -> Result<Mode, String> {
-    s.parse()
+    /// answers: fractions, surds, π, intervals, tuples, sets, matrices, text), choice (a letter
+    /// A-J) or auto (each line by its own ground truth, as `verify serve`, `eval` and the Python
+    /// API default to).
+    #[arg(long, default_value = "integer", value_parser = super::verify_serve::parse_mode)]
+    pub mode: super::verify_serve::Auto,
 }
 
 #[derive(Serialize)]
@@ -89,7 +86,7 @@ fn score(verifier: &Verifier, args: &Args, text: Option<&str>) -> Result<Verdict
         }
     };
     verifier
-        .verify_mode(args.mode, response, &answer)
+        .verify_mode(args.mode.resolve(&answer), response, &answer)
         .map_err(|e| format!("field `{}`: {e}", args.answer_field))
 }
 
@@ -168,19 +165,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     drop(out);
     let scored: usize = counts.iter().sum();
     let right = counts[0];
-    let accuracy = if scored == 0 {
-        0.0
-    } else {
-        right as f64 / scored as f64
-    };
     // The integer mode's summary line is unchanged; the others name their mode.
-    let mode = match args.mode {
-        Mode::Integer => String::new(),
-        m => format!(" ({m} mode)"),
+    let mode = match args.mode.0 {
+        Some(Mode::Integer) => String::new(),
+        Some(m) => format!(" ({m} mode)"),
+        None => " (auto mode)".to_string(),
     };
-    eprintln!(
-        "rstar verify{mode}: {scored} scored, {skipped} skipped; accuracy {accuracy:.4} ({right}/{scored})"
-    );
+    if scored == 0 {
+        eprintln!("rstar verify{mode}: nothing scored, {skipped} skipped");
+    } else {
+        let accuracy = right as f64 / scored as f64;
+        eprintln!(
+            "rstar verify{mode}: {scored} scored, {skipped} skipped; accuracy {accuracy:.4} ({right}/{scored})"
+        );
+    }
     let per_reason: Vec<String> = Reason::ALL
         .iter()
         .zip(counts)

@@ -65,15 +65,15 @@ pub struct ServeArgs {
 
 /// A mode, or `auto`: each ground truth's own ([`Mode::detect`] on it alone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Auto(Option<Mode>);
+pub struct Auto(pub(crate) Option<Mode>);
 
 impl Auto {
-    fn resolve(self, truth: &str) -> Mode {
+    pub(crate) fn resolve(self, truth: &str) -> Mode {
         self.0.unwrap_or_else(|| Mode::detect([truth]))
     }
 }
 
-fn parse_mode(s: &str) -> Result<Auto, String> {
+pub(crate) fn parse_mode(s: &str) -> Result<Auto, String> {
     if s == "auto" {
         Ok(Auto(None))
     } else {

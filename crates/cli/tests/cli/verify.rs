@@ -170,7 +170,7 @@ fn modes_math_and_choice() {
     assert!(err.contains("accuracy 0.5000"), "{err}");
     let (code, _, err) = verify_stdin(&["--mode", "float"], "");
     assert_ne!(code, 0);
-    assert!(err.contains("integer, math, choice"), "{err}");
+    assert!(err.contains("auto, integer, math, choice"), "{err}");
 }
 
 #[test]
@@ -223,6 +223,42 @@ fn issue_42_choice_truths_that_are_not_one_letter_are_refused() {
     }
     assert!(
         err.contains("`1e5`") && err.contains("not one letter"),
+        "{err}"
+    );
+}
+
+/// Issue 70: `--mode auto`, as `verify serve`, `eval` and the Python API default to, scores each
+/// line in its own ground truth's mode (an integer, LaTeX, a letter); the summary names it, and
+/// a run that scored nothing says so instead of `accuracy 0.0000 (0/0)`.
+#[test]
+fn auto_mode_scores_each_line_by_its_own_truth() {
+    let input = concat!(
+        "{\"response\": \"\\\\boxed{42}\", \"answer\": \"42\"}\n",
+        "{\"response\": \"\\\\boxed{2\\\\sqrt{3}}\", \"answer\": \"\\\\sqrt{12}\"}\n",
+        "{\"response\": \"Thus the answer is (B).\", \"answer\": \"B\"}\n",
+        "{\"response\": \"\\\\boxed{5}\", \"answer\": \"\\\\frac{1}{2}\"}\n",
+    );
+    let (code, out, err) = verify_stdin(&["--mode", "auto"], input);
+    assert_eq!(code, 0, "{err}");
+    let rewards: Vec<u64> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["reward"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(rewards, [1, 1, 1, 0]);
+    assert!(
+        err.contains("(auto mode): 4 scored") && err.contains("accuracy 0.7500 (3/4)"),
+        "{err}"
+    );
+    // The integer mode (the default) cannot score the LaTeX truths.
+    let (code, _, _) = verify_stdin(&[], input);
+    assert_eq!(code, 2);
+    let (_, _, err) = verify_stdin(&["--mode", "auto"], "not json\n");
+    assert!(
+        err.contains("nothing scored, 1 skipped") && !err.contains("0/0"),
         "{err}"
     );
 }
