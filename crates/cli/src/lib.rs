@@ -92,6 +92,7 @@ pub enum Command {
 /// Parses the process arguments, runs the chosen subcommand and maps errors to
 /// a non-zero exit code with the whole error chain on stderr.
 pub fn main() -> ExitCode {
+    quiet_broken_pipe_panics();
     let cli = Cli::parse();
     init_tracing(&cli.log);
     let result = match cli.command {
@@ -113,11 +114,41 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader closed the pipe (`rstar tasks | head -1`): it has what it wanted.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {}", error_message(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether an error comes from writing to a pipe its reader closed: the command then ends
+/// quietly with status 0, as `seq` and `cat` do when `head` has read enough.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `println!` panics when its pipe is closed (`failed printing to stdout: Broken pipe`): such a
+/// panic ends the process quietly with status 0 instead of a backtrace; every other panic is
+/// reported as before.
+fn quiet_broken_pipe_panics() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        report(info);
+    }));
 }
 
 /// What one client may hold on `rstar serve` and `rstar tools serve`

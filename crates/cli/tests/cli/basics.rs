@@ -131,3 +131,40 @@ fn issue_44_eval_workers_shows_one_default() {
     assert!(workers.contains("[default: one per CPU]"), "{workers}");
     assert!(!workers.contains("[default: 0]"), "{workers}");
 }
+
+/// Issue 70: a reader that closes the pipe after what it wanted (`rstar tasks --n 5000 | head
+/// -1`, `rstar train --dry-run | head`) ends the command quietly with status 0: no `error:
+/// Broken pipe`, no panic.
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    use std::io::{BufRead, Read};
+    for args in [
+        &["tasks", "--n", "5000"][..],
+        &["train", "--preset", "smoke", "--dry-run"],
+    ] {
+        let mut child = super::common::command()
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        assert!(!first.is_empty(), "{args:?}");
+        drop(stdout);
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{args:?}: {status:?} {stderr}");
+        assert!(
+            !stderr.contains("Broken pipe") && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
