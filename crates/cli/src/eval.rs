@@ -182,7 +182,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
         let (model, tok) = rstar_policy::load_dir(&dir, &crate::backend::device_of(&args.backend)?)
-            .with_context(|| format!("loading the model {}", dir.display()))?;
+            .with_context(|| {
+                format!(
+                    "loading the model {}{}",
+                    dir.display(),
+                    crate::run_dir_hint(&dir)
+                )
+            })?;
         let model = crate::lora::with_adapter(model, args.adapter.as_deref())?;
         (tok, Some(model))
     };

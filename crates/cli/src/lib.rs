@@ -201,6 +201,25 @@ impl ConnectionArgs {
     }
 }
 
+/// A hint for a `--model` that is a run directory (`runs/tiny`) rather than a model in it: which
+/// checkpoint to give instead; empty otherwise.
+pub(crate) fn run_dir_hint(dir: &std::path::Path) -> String {
+    let checkpoints = dir.join("checkpoints");
+    if dir.join("config.json").is_file() && checkpoints.is_dir() {
+        let pick = ["final", "last", "sft"]
+            .iter()
+            .map(|c| checkpoints.join(c))
+            .find(|c| c.is_dir())
+            .unwrap_or(checkpoints);
+        format!(
+            " (a training run's directory, not a model: give one of its checkpoints, e.g. {})",
+            pick.display()
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// The chat layout a checkpoint was trained with when the command is not told one
 /// (`rstar eval`, `rstar serve`): the compact layout for the character tokenizer (the embedded
 /// default's), ChatML for every other.

@@ -101,7 +101,13 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         rstar_policy::Verify::Digests
     };
     let (model, tokenizer) = rstar_policy::load_dir_with(&args.model, &device, verify)
-        .with_context(|| format!("loading the model from {}", args.model.display()))?;
+        .with_context(|| {
+            format!(
+                "loading the model from {}{}",
+                args.model.display(),
+                crate::run_dir_hint(&args.model)
+            )
+        })?;
     let model = crate::lora::with_adapter(model, args.adapter.as_deref())?;
     let name = args
         .served_model_name

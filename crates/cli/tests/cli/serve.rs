@@ -76,3 +76,29 @@ fn serve_picks_the_checkpoints_template_and_says_which() {
     let (ok, rest) = server.stop("INT");
     assert!(ok, "{rest}");
 }
+
+/// Issue 70: `--model` given a training run's directory (`runs/tiny`) instead of a checkpoint
+/// in it is refused with the checkpoint to give.
+#[test]
+fn a_run_directory_as_the_model_names_its_checkpoint() {
+    let run = tempfile::tempdir().unwrap();
+    std::fs::write(run.path().join("config.json"), "{\"seed\": 0}").unwrap();
+    let last = run.path().join("checkpoints").join("final");
+    std::fs::create_dir_all(&last).unwrap();
+    let data = run.path().join("problems.jsonl");
+    std::fs::write(&data, "{\"question\": \"1+1?\", \"answer\": \"2\"}\n").unwrap();
+    let data = data.to_str().unwrap();
+    for args in [
+        &["serve", "--port", "0", "--model"][..],
+        &["eval", "--python", "python3", "--data", data, "--model"],
+    ] {
+        let out = command().args(args).arg(run.path()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            stderr.contains("a training run's directory, not a model")
+                && stderr.contains(&last.display().to_string()),
+            "{args:?}: {stderr}"
+        );
+    }
+}
