@@ -20,19 +20,28 @@ struct Info {
 fn info() -> Info {
     Info {
         version: rstar_agent::VERSION,
+        // Every workspace crate linked into the binary (all but `rstar-python`, the wheel, and
+        // `rstar-testdata`); `cli::basics::info_lists_every_crate_of_the_binary` compares it
+        // with `crates/*/Cargo.toml`, so a new crate cannot be left out.
         crates: vec![
             "rstar-cli",
             "rstar-agent",
-            "rstar-episode",
-            "rstar-tasks",
-            "rstar-verifier",
-            "rstar-roc",
+            "rstar-analysis",
             "rstar-curriculum",
+            "rstar-engine",
+            "rstar-episode",
+            "rstar-grpo",
+            "rstar-http",
+            "rstar-policy",
+            "rstar-roc",
+            "rstar-rollout",
+            "rstar-scheduler",
+            "rstar-serve",
+            "rstar-tasks",
             "rstar-toolenv",
             "rstar-toolserver",
-            "rstar-scheduler",
-            "rstar-policy",
-            "rstar-grpo",
+            "rstar-train",
+            "rstar-verifier",
         ],
         features: [
             (cfg!(feature = "flex"), "flex"),

@@ -168,3 +168,34 @@ fn a_closed_pipe_ends_the_command_quietly() {
         );
     }
 }
+
+/// Issue 70: `rstar info` lists every workspace crate linked into the binary: those of
+/// `crates/*/Cargo.toml` but the Python wheel and the test data.
+#[test]
+fn info_lists_every_crate_of_the_binary() {
+    let out = rstar(&["info", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut listed: Vec<String> = v["crates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    listed.sort();
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut workspace: Vec<String> = std::fs::read_dir(&crates)
+        .unwrap()
+        .filter_map(|e| {
+            let toml = std::fs::read_to_string(e.ok()?.path().join("Cargo.toml")).ok()?;
+            let name = toml
+                .lines()
+                .find_map(|l| l.strip_prefix("name = \""))?
+                .trim_end_matches('"')
+                .to_string();
+            Some(name)
+        })
+        .filter(|n| n != "rstar-python" && n != "rstar-testdata")
+        .collect();
+    workspace.sort();
+    assert_eq!(listed, workspace);
+}
