@@ -80,6 +80,9 @@ pub enum Command {
     /// Write problems of the embedded task set (train, held-out or held-out-kinds split) as dataset JSONL.
     Tasks(tasks::Args),
     /// Fine-tune a model directory on conversation datasets (the paper's non-reasoning SFT): `<out>/model`.
+    #[command(
+        override_usage = "rstar sft --model <DIR> --sft-data <FILE[:W]>... [OPTIONS]\n       rstar sft --resume <RUN_DIR> [OPTIONS]"
+    )]
     Sft(sft::Args),
     /// Train the embedded default: SFT, then staged GRPO-RoC, with held-out evaluations (`runs/<name>/`).
     Train(train::Args),

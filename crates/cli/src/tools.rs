@@ -29,7 +29,7 @@ pub enum ToolsCommand {
     Run(RunArgs),
     /// Start a pool, print which isolation layers are active and why any is
     /// missing, and try a few escapes to prove it.
-    Doctor(PoolArgs),
+    Doctor(DoctorArgs),
     /// Serve the pool over HTTP, speaking the code-judge (`/run`, `/run/batch`,
     /// `/run/long-batch`) and SandboxFusion (`/run_code`) protocols, and scoring answers
     /// (`/verify`, for `rstar train --verify remote`).
@@ -60,7 +60,15 @@ pub struct PoolArgs {
     /// Modules to preload, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "numpy,sympy")]
     pub preload: Vec<String>,
-    /// Print JSON instead of text (`doctor` only).
+}
+
+/// Arguments of `rstar tools doctor`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DoctorArgs {
+    /// Pool options.
+    #[command(flatten)]
+    pub pool: PoolArgs,
+    /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -244,7 +252,8 @@ print("environment", "ESCAPED" if leaked else "blocked", ",".join(leaked) or "cl
 print("uid", os.getuid())
 "#;
 
-async fn doctor(args: PoolArgs) -> anyhow::Result<()> {
+async fn doctor(doctor: DoctorArgs) -> anyhow::Result<()> {
+    let args = doctor.pool;
     let pool = builder(&PoolArgs {
         workers: Some(1),
         ..args.clone()
@@ -314,7 +323,7 @@ async fn doctor(args: PoolArgs) -> anyhow::Result<()> {
         format!("{} processes left after the calls", strays.len()),
     ));
     let escaped = probes.iter().filter(|p| p.1).count();
-    if args.json {
+    if doctor.json {
         let v = json!({
             "report": report,
             "probes": probes.iter().map(|(n, e, d)| json!({"name": n, "escaped": e, "detail": d})).collect::<Vec<_>>(),

@@ -613,10 +613,31 @@ fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
                 let alone = Value::Object(Map::from_iter([(name.clone(), value)]));
                 serde_json::from_value::<T>(alone)
                     .err()
-                    .map(|e| ApiError::field(&name, e))
+                    .map(|e| ApiError::field(&name, plain_types(&e.to_string())))
             })
             .unwrap_or_else(|| ApiError::invalid(None, whole.to_string()))
     })
+}
+
+/// A serde message with Rust's type names in the words of the API (`expected usize` → `expected
+/// a non-negative integer`), so a client reads what to send.
+fn plain_types(message: &str) -> String {
+    let mut out = message.to_string();
+    for (rust, words) in [
+        ("usize", "a non-negative integer"),
+        ("u64", "a non-negative integer"),
+        ("u32", "a non-negative integer"),
+        ("u16", "a non-negative integer"),
+        ("u8", "a non-negative integer"),
+        ("isize", "an integer"),
+        ("i64", "an integer"),
+        ("i32", "an integer"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+    ] {
+        out = out.replace(&format!("expected {rust}"), &format!("expected {words}"));
+    }
+    out
 }
 
 /// Settings shared by both endpoints, validated.
@@ -1743,7 +1764,7 @@ fn conversation(messages: &[Message], tools: Vec<Json>) -> Result<Conversation, 
             "tool" => Ok(ChatRole::Tool),
             other => Err(ApiError::field(
                 "messages",
-                format!("message {i}: unknown role `{other}` (system, user, assistant or tool)"),
+                format!("message {i}: unknown role `{other}` (system, developer, user, assistant or tool)"),
             )),
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -1854,6 +1875,20 @@ mod tests {
             ),
             adapters: adapters::Adapters::default(),
         }
+    }
+
+    /// Issue 70: a field of the wrong type is named in the API's words, not Rust's.
+    #[test]
+    fn type_errors_name_json_types_not_rust_types() {
+        let err = parse_body::<CommonRequest>(br#"{"n": "two"}"#).unwrap_err();
+        assert!(
+            err.message.contains("`n`") && err.message.contains("expected a non-negative integer"),
+            "{}",
+            err.message
+        );
+        assert!(!err.message.contains("usize"), "{}", err.message);
+        let err = parse_body::<CommonRequest>(br#"{"temperature": "hot"}"#).unwrap_err();
+        assert!(err.message.contains("expected a number"), "{}", err.message);
     }
 
     fn messages(v: Value) -> Vec<Message> {

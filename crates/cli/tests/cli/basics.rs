@@ -199,3 +199,19 @@ fn info_lists_every_crate_of_the_binary() {
     workspace.sort();
     assert_eq!(listed, workspace);
 }
+
+/// Issue 70: each subcommand's help offers its own flags (`tools run` no longer shows
+/// `doctor`'s `--json`), and `sft`'s usage names the flags it needs.
+#[test]
+fn help_pages_show_what_each_command_takes() {
+    let run = help(&["tools", "run", "--help"]);
+    assert!(!run.contains("--json"), "{run}");
+    let doctor = help(&["tools", "doctor", "--help"]);
+    assert!(doctor.contains("--json"), "{doctor}");
+    let sft = help(&["sft", "--help"]);
+    assert!(
+        sft.contains("Usage: rstar sft --model <DIR> --sft-data <FILE[:W]>...")
+            && sft.contains("rstar sft --resume <RUN_DIR>"),
+        "{sft}"
+    );
+}

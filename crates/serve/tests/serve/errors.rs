@@ -192,7 +192,7 @@ fn bad_requests_get_openai_errors() {
             json!({"messages": [{"role": "bot", "content": "x"}]}),
             400,
             Some("messages"),
-            "message 0: unknown role `bot`",
+            "message 0: unknown role `bot` (system, developer, user, assistant or tool)",
         ),
         (
             "/v1/chat/completions",
