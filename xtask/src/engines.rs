@@ -330,6 +330,13 @@ impl Env {
         let lora = name == "lora";
         let mut children = Children(Vec::new());
         let mut vllm = Command::new(self.vllm_bin.join("vllm"));
+        vllm.env("VLLM_SERVER_DEV_MODE", "1")
+            .env("VLLM_CPU_KVCACHE_SPACE", "1")
+            .env("PYTHONPATH", &self.shim)
+            .arg("serve")
+            .arg(&untied)
+            .args(["--port", &vllm_port.to_string(), "--max-model-len", "2048"])
+            .args(["--dtype", "float32", "--seed", "0"]);
         if lora {
             vllm.env("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True").args([
                 "--enable-lora",
@@ -339,13 +346,7 @@ impl Env {
                 "2",
             ]);
         }
-        vllm.env("VLLM_SERVER_DEV_MODE", "1")
-            .env("VLLM_CPU_KVCACHE_SPACE", "1")
-            .env("PYTHONPATH", &self.shim)
-            .arg("serve")
-            .arg(&untied)
-            .args(["--port", &vllm_port.to_string(), "--max-model-len", "2048"])
-            .args(["--dtype", "float32", "--seed", "0"])
+        vllm
             // Its own process group, so that its engine processes go with it.
             .process_group(0)
             .stdout(self.log(&format!("{name}-vllm.log"))?)
