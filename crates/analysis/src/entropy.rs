@@ -391,7 +391,7 @@ pub fn analyze(trajs: &[Trajectory], cfg: &EntropyConfig) -> Result<EntropyRepor
         .collect();
     let Some(thr) = threshold(&all, cfg.top) else {
         return Err(Error::Entropy(
-            "no trajectory has per-token `entropies` (record them with --record-entropy)"
+            "no trajectory has per-token `entropies`: the file was written without them (`cargo xtask train` records none); run `rstar train … --record-entropy` or `rstar eval … --record-entropy` first"
                 .to_string(),
         ));
     };

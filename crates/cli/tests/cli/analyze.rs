@@ -291,8 +291,10 @@ fn bad_files_name_the_line_and_field() {
     let none = write(dir.path(), "none.jsonl", &[plain]);
     let (code, _, err) = rstar(&["analyze", "entropy", none.to_str().unwrap()]);
     assert_eq!(code, 1);
+    // Issue 70: the refusal says which commands record them.
     assert!(
-        err.contains("no trajectory has per-token `entropies`"),
+        err.contains("no trajectory has per-token `entropies`")
+            && err.contains("rstar train … --record-entropy"),
         "{err}"
     );
 
