@@ -1815,6 +1815,18 @@ fn render_chat(
         .first()
         .is_some_and(|m| m.role == ChatRole::System);
     let format = ChatFormat::of_template(state.config.template);
+    if format == ChatFormat::Compact
+        && let Some(i) = conv.messages.iter().position(|m| !m.tool_calls.is_empty())
+    {
+        // The compact layout writes a call as `<c>…</c>` in the assistant's text: a structured
+        // call has no place in it, and dropping it would change the history silently.
+        return Err(ApiError::field(
+            "messages",
+            format!(
+                "message {i}: the compact layout has no `tool_calls`; write the call into the assistant's content as <c>code</c> (or serve with --template chatml)"
+            ),
+        ));
+    }
     let mut text = String::new();
     if format == ChatFormat::ChatMl && !has_system {
         if conv.tools.is_empty() {
@@ -2115,6 +2127,23 @@ mod tests {
         assert_eq!(err.param.as_deref(), Some("messages"));
         assert!(
             err.message.contains("unknown role `wizard`"),
+            "{}",
+            err.message
+        );
+        // Issue 70: a structured tool call has no place in the compact layout: refused, naming
+        // the message, instead of dropped from the history.
+        let m = messages(json!([
+            {"role": "user", "content": "2*3?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "python", "arguments": "{\"code\": \"print(6)\"}"}}
+            ]},
+            {"role": "tool", "content": "6"},
+        ]));
+        let err = render_chat(&s, &m, Vec::new()).unwrap_err();
+        assert_eq!(err.param.as_deref(), Some("messages"));
+        assert!(
+            err.message
+                .contains("message 1: the compact layout has no `tool_calls`"),
             "{}",
             err.message
         );
