@@ -382,6 +382,8 @@ struct ServiceState {
     /// Seconds a call runs on its worker, a moving average (the bits of an `f64`), from
     /// [`PRIOR_SERVICE_SECS`]: with the workers, the server's throughput.
     service_secs: AtomicU64,
+    /// Calls whose run time [`service_secs`](Self::service_secs) holds.
+    measured: AtomicU64,
     /// Calls of requests refused for want of time, told when to come back: the queue they will
     /// join, so that each later refusal is told to come back after them.
     promised: std::sync::Mutex<Promised>,
@@ -394,9 +396,9 @@ struct Promised {
     due: Option<Instant>,
 }
 
-/// What a call is assumed to take on its worker before any has run: 50 ms, a `print` in a warm
-/// interpreter with some margin. Measured calls replace it within a few dozen.
-const PRIOR_SERVICE_SECS: f64 = 0.05;
+/// What a call is assumed to take on its worker before any has run: 20 ms, a `print` in a warm
+/// interpreter with some margin. The first measured call replaces it.
+const PRIOR_SERVICE_SECS: f64 = 0.02;
 
 /// The weight of each new call in [`ServiceState::service_secs`].
 const SERVICE_SMOOTHING: f64 = 0.05;
@@ -423,17 +425,21 @@ impl ServiceState {
             next_id: AtomicU64::new(0),
             id_prefix,
             service_secs: AtomicU64::new(PRIOR_SERVICE_SECS.to_bits()),
+            measured: AtomicU64::new(0),
             promised: std::sync::Mutex::new(Promised::default()),
         }
     }
 
-    /// Folds one call's run time into the moving average.
+    /// Folds one call's run time into the average: a plain mean over the first calls (the
+    /// first replaces the prior), then a moving one.
     fn record_service(&self, secs: f64) {
+        let n = self.measured.fetch_add(1, Ordering::Relaxed) + 1;
+        let weight = (1.0 / n as f64).max(SERVICE_SMOOTHING);
         let _ = self
             .service_secs
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
                 let mean = f64::from_bits(bits);
-                Some((mean + SERVICE_SMOOTHING * (secs - mean)).to_bits())
+                Some((mean + weight * (secs - mean)).to_bits())
             });
     }
 
@@ -472,7 +478,14 @@ impl ServiceState {
             *promised = Promised::default();
         }
         let backlog = queued as f64 + promised.calls + calls as f64;
-        let wait = ((backlog - room) / rate).ceil().max(1.0);
+        let mut wait = ((backlog - room) / rate).ceil().max(1.0);
+        // Before every worker has finished a call the rate is the prior's guess: a request is
+        // told to come back after one queue life at most, when the rate will be measured,
+        // rather than minutes later on a guess.
+        let workers = self.pool.config().workers.max(1) as u64;
+        if self.measured.load(Ordering::Relaxed) < workers {
+            wait = wait.min(self.config.queue_timeout_s.ceil().max(1.0));
+        }
         promised.calls += calls as f64;
         let due = now + Duration::from_secs_f64(wait);
         promised.due = Some(promised.due.map_or(due, |d| d.max(due)));

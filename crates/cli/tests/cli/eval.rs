@@ -362,3 +362,67 @@ fn eval_against_rstar_serve_matches_the_in_process_eval() {
         assert_eq!((l.stop, l.reward), (r.stop, r.reward));
     }
 }
+
+/// Issue 70: a sandbox interpreter without numpy and sympy stops `rstar eval` before any
+/// rollout, naming the modules and `RSTAR_PYTHON`, instead of failing every `import numpy`
+/// inside the rollouts; `--allow-missing-preload` goes on.
+#[test]
+fn a_sandbox_python_without_numpy_stops_eval_unless_allowed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("model");
+    tiny_model(&model);
+    let data = tmp.path().join("one.jsonl");
+    std::fs::write(
+        &data,
+        "{\"id\": \"a\", \"problem\": \"What is 2+2?\", \"answer\": \"4\"}\n",
+    )
+    .unwrap();
+    // A bare virtualenv: the standard library alone.
+    let bare = tmp.path().join("bare");
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let python = bare.join("bin").join("python");
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "eval".to_string(),
+            "--model".into(),
+            model.to_str().unwrap().into(),
+            "--data".into(),
+            data.to_str().unwrap().into(),
+            "--python".into(),
+            python.to_str().unwrap().into(),
+            "--max-response-tokens".into(),
+            "8".into(),
+            "--out".into(),
+            tmp.path().join("out").to_str().unwrap().into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let refused = Command::new(env!("CARGO_BIN_EXE_rstar"))
+        .args(args(&[]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot import numpy and sympy")
+            && stderr.contains("RSTAR_PYTHON")
+            && stderr.contains("--allow-missing-preload"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("out").join("results.jsonl").exists());
+    let allowed = Command::new(env!("CARGO_BIN_EXE_rstar"))
+        .args(args(&["--allow-missing-preload"]))
+        .output()
+        .unwrap();
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+}
