@@ -479,13 +479,18 @@ impl ServiceState {
         }
         let backlog = queued as f64 + promised.calls + calls as f64;
         let mut wait = ((backlog - room) / rate).ceil().max(1.0);
-        // Before every worker has finished a call the rate is the prior's guess: a request is
-        // told to come back after one queue life at most, when the rate will be measured,
-        // rather than minutes later on a guess.
+        // At most two queue lives: a wait computed during a burst, when the rate is still
+        // being measured (and the burst itself slows the calls), can be minutes too long, and
+        // a server whose clients all sleep on such waits stands idle (`cargo xtask bench
+        // toolserver`'s plain client, 45,056 calls at once). A client told too little comes
+        // back and is told again, at the cost of one small `429`.
         let workers = self.pool.config().workers.max(1) as u64;
-        if self.measured.load(Ordering::Relaxed) < workers {
-            wait = wait.min(self.config.queue_timeout_s.ceil().max(1.0));
-        }
+        let cap = if self.measured.load(Ordering::Relaxed) < workers {
+            self.config.queue_timeout_s
+        } else {
+            2.0 * self.config.queue_timeout_s
+        };
+        wait = wait.min(cap.ceil().max(1.0));
         promised.calls += calls as f64;
         let due = now + Duration::from_secs_f64(wait);
         promised.due = Some(promised.due.map_or(due, |d| d.max(due)));
