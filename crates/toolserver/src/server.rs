@@ -484,13 +484,21 @@ impl ServiceState {
         // a server whose clients all sleep on such waits stands idle (`cargo xtask bench
         // toolserver`'s plain client, 45,056 calls at once). A client told too little comes
         // back and is told again, at the cost of one small `429`.
+        // Capped waits are spread over the cap's second half: the same cap for every client of
+        // a burst would bring them back together, in waves the server idles between.
         let workers = self.pool.config().workers.max(1) as u64;
         let cap = if self.measured.load(Ordering::Relaxed) < workers {
             self.config.queue_timeout_s
         } else {
             2.0 * self.config.queue_timeout_s
         };
-        wait = wait.min(cap.ceil().max(1.0));
+        let cap = cap.ceil().max(1.0);
+        if wait > cap {
+            let low = (cap / 2.0).ceil().max(1.0);
+            wait = (low + rand::random::<f64>() * (cap - low + 1.0))
+                .floor()
+                .min(cap);
+        }
         promised.calls += calls as f64;
         let due = now + Duration::from_secs_f64(wait);
         promised.due = Some(promised.due.map_or(due, |d| d.max(due)));
