@@ -1969,11 +1969,25 @@ mod tests {
         let cases: Vec<Case> =
             serde_json::from_str(include_str!("../tests/data/render_cases.json")).unwrap();
         assert_eq!(cases.len(), 15);
+        let mut refused = 0;
         for case in cases {
             let s = state(case.template);
+            // Issue 70: the compact layout used to drop an assistant's structured `tool_calls`
+            // (the captured prompt has none of them); it now refuses them.
+            if case.template == TemplateFormat::Compact && case.request.contains("tool_calls") {
+                let err = render_request(&s, &case.request).unwrap_err();
+                assert!(
+                    err.message.contains("has no `tool_calls`"),
+                    "{}",
+                    err.message
+                );
+                refused += 1;
+                continue;
+            }
             let got = render_request(&s, &case.request).unwrap();
             assert_eq!(got, case.prompt, "{}", case.request);
         }
+        assert!(refused > 0);
     }
 
     /// Where serve's old tool-schema writer and Python's `json.dumps` disagreed (a float in
