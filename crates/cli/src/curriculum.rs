@@ -3,7 +3,10 @@
 //!
 //! `filter` reads rollouts as JSONL: the problem id in `--rollout-key` (default
 //! `id`; strings compared as they are, other JSON values by their JSON text)
-//! and `reward` (a number, `> 0` is solved, or `true`/`false`). The dataset is
+//! and `reward` (a number, `> 0` is solved, or `true`/`false`): `rstar eval`'s and
+//! `rstar train`'s `trajectories.jsonl` as they are. A line without `reward` but with
+//! `samples` and `correct` (`rstar eval`'s `results.jsonl`) counts as that many rollouts, that
+//! many of them solved. The dataset is
 //! JSONL with the problem id in `--data-key` (default `id`); the lines of the
 //! problems kept are written to `--out` byte for byte, in dataset order.
 //! Malformed lines are reported with their file and line number and fail the run.
@@ -147,6 +150,24 @@ fn filter(
     let (_, rows) = jsonl(rollouts)?;
     for (line, _, value) in &rows {
         let id = key(value, rollout_key, rollouts, *line)?;
+        // `rstar eval`'s results.jsonl: a problem's samples and how many were right.
+        if value.get("reward").is_none()
+            && let (Some(samples), Some(correct)) = (
+                value.get("samples").and_then(Value::as_u64),
+                value.get("correct").and_then(Value::as_u64),
+            )
+        {
+            if correct > samples {
+                bail!(
+                    "{}:{line}: `correct` ({correct}) is more than `samples` ({samples})",
+                    rollouts.display()
+                );
+            }
+            for i in 0..samples {
+                counts.record(&id, i < correct);
+            }
+            continue;
+        }
         let solved = match value.get("reward") {
             Some(Value::Bool(b)) => *b,
             Some(Value::Number(n)) => match n.as_f64() {
@@ -160,7 +181,10 @@ fn filter(
                 "{}:{line}: field `reward` is not a number: {other}",
                 rollouts.display()
             ),
-            None => bail!("{}:{line}: missing field `reward`", rollouts.display()),
+            None => bail!(
+                "{}:{line}: missing field `reward` (a rollout's: `rstar eval`'s trajectories.jsonl has it, its results.jsonl has `samples` and `correct`)",
+                rollouts.display()
+            ),
         };
         counts.record(&id, solved);
     }

@@ -8,8 +8,14 @@
 //! written to stdout (or `--output FILE`) byte for byte, in input order. The
 //! metrics, named as the reference names them, go to stderr.
 //!
-//! Malformed lines are reported on stderr with their line number; the run then
-//! fails without writing anything, unless `--skip-malformed` drops them.
+//! rstar's own trajectories (`rstar eval`'s `trajectories.jsonl`, `rstar train`'s
+//! `samples.jsonl`: lines with `turns`) are read as they are: grouped by their problem `id` and
+//! summarised as the trainer summarises them (`train::rl::trace_summary`). `--group-key` names
+//! another group field for either kind.
+//!
+//! Malformed lines are reported on stderr with their line number (the same error on many lines
+//! once, with their count); the run then fails without writing anything, unless
+//! `--skip-malformed` drops them.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -78,6 +84,9 @@ pub struct Args {
     /// Drop malformed lines (still reported) instead of failing.
     #[arg(long)]
     pub skip_malformed: bool,
+    /// The field that holds a rollout's group [default: `uid`; `id` for rstar's trajectories].
+    #[arg(long, value_name = "FIELD")]
+    pub group_key: Option<String>,
 }
 
 impl Args {
@@ -121,10 +130,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             (buf, "<stdin>".to_string())
         }
     };
-    let (batch, errors) = JsonlBatch::parse_lenient(&input, &name);
-    for e in &errors {
-        eprintln!("malformed: {e}");
-    }
+    let (batch, errors) = parse_rollouts(&input, &name, args.group_key.as_deref());
+    report_malformed(&errors);
     if !errors.is_empty() && !args.skip_malformed {
         bail!(
             "{} malformed line(s) in {name}; nothing written (--skip-malformed drops them)",
@@ -159,4 +166,95 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("  {name} = {value}");
     }
     Ok(())
+}
+
+/// Whether `input` holds rstar's own trajectories: its first line has `turns`.
+fn is_trajectories(input: &[u8]) -> bool {
+    input
+        .split(|&b| b == b'\n')
+        .find(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .and_then(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
+        .is_some_and(|v| v.get("turns").is_some_and(serde_json::Value::is_array))
+}
+
+/// The rollouts of `input`: rstar's trajectories summarised as the trainer does, grouped by
+/// `group_key` (default `id`), else `rstar_roc::jsonl`'s lines grouped by `group_key` (default
+/// `uid`); and the lines that could not be used.
+fn parse_rollouts(
+    input: &[u8],
+    name: &str,
+    group_key: Option<&str>,
+) -> (JsonlBatch, Vec<rstar_roc::Error>) {
+    if !is_trajectories(input) {
+        return JsonlBatch::parse_lenient_keyed(input, name, group_key.unwrap_or("uid"));
+    }
+    let key = group_key.unwrap_or("id");
+    let mut batch = JsonlBatch {
+        uids: Vec::new(),
+        traces: Vec::new(),
+        lines: Vec::new(),
+        line_numbers: Vec::new(),
+    };
+    let mut errors = Vec::new();
+    let mut start = 0;
+    for (i, line) in input.split_inclusive(|&b| b == b'\n').enumerate() {
+        let range = start..start + line.len();
+        start += line.len();
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let parsed = serde_json::from_slice::<serde_json::Value>(line)
+            .map_err(|e| format!("invalid JSON: {e}"))
+            .and_then(|value| {
+                let group = match value.get(key) {
+                    None | Some(serde_json::Value::Null) => {
+                        return Err(format!("missing field `{key}`"));
+                    }
+                    Some(serde_json::Value::String(s)) => s.clone(),
+                    Some(other) => other.to_string(),
+                };
+                let t: rstar_agent::episode::Trajectory =
+                    serde_json::from_value(value).map_err(|e| format!("not a trajectory: {e}"))?;
+                Ok((group, rstar_agent::train::rl::trace_summary(&t)))
+            });
+        match parsed {
+            Ok((group, trace)) => {
+                batch.uids.push(group);
+                batch.traces.push(trace);
+                batch.lines.push(range);
+                batch.line_numbers.push(i + 1);
+            }
+            Err(message) => errors.push(rstar_roc::Error::Line {
+                source_name: name.to_string(),
+                line: i + 1,
+                message,
+            }),
+        }
+    }
+    (batch, errors)
+}
+
+/// Prints the malformed lines: each distinct error once, with how many lines had it.
+fn report_malformed(errors: &[rstar_roc::Error]) {
+    let mut seen: Vec<(String, String, usize)> = Vec::new();
+    for e in errors {
+        let (first, message) = match e {
+            rstar_roc::Error::Line { message, .. } => (e.to_string(), message.clone()),
+            other => (other.to_string(), other.to_string()),
+        };
+        match seen.iter_mut().find(|(_, m, _)| *m == message) {
+            Some((_, _, n)) => *n += 1,
+            None => seen.push((first, message, 1)),
+        }
+    }
+    for (first, _, n) in seen {
+        if n > 1 {
+            eprintln!(
+                "malformed: {first} (and {} more lines with the same error)",
+                n - 1
+            );
+        } else {
+            eprintln!("malformed: {first}");
+        }
+    }
 }

@@ -54,6 +54,16 @@ impl JsonlBatch {
     /// Parses `input`, skipping the lines that cannot be used and returning
     /// one [`Error::Line`] for each of them, in line order.
     pub fn parse_lenient(input: &[u8], source_name: &str) -> (Self, Vec<Error>) {
+        Self::parse_lenient_keyed(input, source_name, "uid")
+    }
+
+    /// [`parse_lenient`](Self::parse_lenient) with the group in the field `group_key` instead
+    /// of `uid`.
+    pub fn parse_lenient_keyed(
+        input: &[u8],
+        source_name: &str,
+        group_key: &str,
+    ) -> (Self, Vec<Error>) {
         let mut batch = Self {
             uids: Vec::new(),
             traces: Vec::new(),
@@ -77,7 +87,7 @@ impl JsonlBatch {
             }
             let parsed = serde_json::from_slice::<Value>(line)
                 .map_err(|e| format!("invalid JSON: {e}"))
-                .and_then(|value| record(&value));
+                .and_then(|value| record(&value, group_key));
             match parsed {
                 Ok((uid, trace)) => {
                     batch.uids.push(uid);
@@ -108,10 +118,10 @@ impl JsonlBatch {
     }
 }
 
-fn record(value: &Value) -> Result<(String, TraceSummary), String> {
+fn record(value: &Value, group_key: &str) -> Result<(String, TraceSummary), String> {
     let obj = value.as_object().ok_or("not a JSON object")?;
-    let uid = match obj.get("uid") {
-        None | Some(Value::Null) => return Err("missing field `uid`".into()),
+    let uid = match obj.get(group_key) {
+        None | Some(Value::Null) => return Err(format!("missing field `{group_key}`")),
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     };

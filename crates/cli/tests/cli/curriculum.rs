@@ -119,7 +119,34 @@ fn filter_writes_the_hard_subset() {
     ]);
     assert_ne!(code, 0);
     assert!(
-        err.contains("rollouts.jsonl:2: missing field `reward`"),
+        err.contains("rollouts.jsonl:2: missing field `reward`") && err.contains("results.jsonl"),
         "{err}"
+    );
+
+    // Issue 70: `rstar eval`'s results.jsonl (a line a problem, `samples` and `correct`) gives
+    // the same subset as its rollouts.
+    std::fs::write(
+        &rollouts,
+        "{\"id\": \"p1\", \"samples\": 8, \"correct\": 8, \"avg\": 1.0}\n\
+         {\"id\": \"p2\", \"samples\": 8, \"correct\": 7, \"avg\": 0.875}\n\
+         {\"id\": \"p4\", \"samples\": 8, \"correct\": 0, \"avg\": 0.0}\n",
+    )
+    .unwrap();
+    let (code, _, err) = rstar(&[
+        "curriculum",
+        "filter",
+        "--rollouts",
+        rollouts.to_str().unwrap(),
+        "--k",
+        "8",
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        format!("{}\n{}\n{}\n", lines[1], lines[2], lines[3])
     );
 }

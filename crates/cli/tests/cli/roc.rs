@@ -223,3 +223,66 @@ fn invalid_floors_fail() {
     let (code, _, err) = rstar_roc(&["--keep", "3"], b"");
     assert_eq!(code, 0, "{err}");
 }
+
+/// Issue 70: `rstar roc` reads what `rstar eval` writes: its `trajectories.jsonl` (grouped by
+/// problem `id`, summarised as the trainer summarises them), or any field as the group with
+/// `--group-key`; and the same error on many lines is reported once, with their count.
+#[test]
+fn trajectories_from_eval_are_read_and_repeated_errors_counted() {
+    use burn::tensor::Device;
+    use rstar_policy::{Qwen, QwenConfig, Tokenizer, WeightDtype, save_dir};
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("model");
+    let random = Qwen::random(QwenConfig::tiny_char(), 0, &Device::flex()).unwrap();
+    save_dir(&random, &Tokenizer::char(), &model, WeightDtype::F32).unwrap();
+    let data = tmp.path().join("two.jsonl");
+    std::fs::write(
+        &data,
+        "{\"id\": \"a\", \"problem\": \"What is 2+2?\", \"answer\": \"4\"}\n\
+         {\"id\": \"b\", \"problem\": \"What is 3*3?\", \"answer\": \"9\"}\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("eval");
+    let (m, d, o) = (
+        model.to_str().unwrap(),
+        data.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
+    let eval = super::common::run(
+        &[
+            "eval",
+            "--model",
+            m,
+            "--data",
+            d,
+            "--out",
+            o,
+            "--samples",
+            "3",
+            "--max-response-tokens",
+            "8",
+        ],
+        None,
+        &[("RSTAR_PYTHON", rstar_testdata::python().as_os_str())],
+    );
+    assert_eq!(eval.code, 0, "{}", eval.stderr);
+    let trajectories = std::fs::read(out.join("trajectories.jsonl")).unwrap();
+    let (code, kept, err) = rstar_roc(&["--keep", "2"], &trajectories);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("of 6 traces in 2 groups"), "{err}");
+    assert_eq!(String::from_utf8(kept).unwrap().lines().count(), 4, "{err}");
+    // Another field as the group: every sample index is a group of two.
+    let (code, _, err) = rstar_roc(&["--keep", "2", "--group-key", "sample"], &trajectories);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("in 3 groups"), "{err}");
+
+    // Five lines without the group field: one report, counted.
+    let input = "{\"reward\":1,\"response\":\"\"}\n".repeat(5);
+    let (code, _, err) = rstar_roc(&[], input.as_bytes());
+    assert_ne!(code, 0);
+    assert_eq!(err.matches("missing field `uid`").count(), 1, "{err}");
+    assert!(
+        err.contains("(and 4 more lines with the same error)"),
+        "{err}"
+    );
+}
