@@ -189,49 +189,12 @@ fn parse_rollouts(
         return JsonlBatch::parse_lenient_keyed(input, name, group_key.unwrap_or("uid"));
     }
     let key = group_key.unwrap_or("id");
-    let mut batch = JsonlBatch {
-        uids: Vec::new(),
-        traces: Vec::new(),
-        lines: Vec::new(),
-        line_numbers: Vec::new(),
-    };
-    let mut errors = Vec::new();
-    let mut start = 0;
-    for (i, line) in input.split_inclusive(|&b| b == b'\n').enumerate() {
-        let range = start..start + line.len();
-        start += line.len();
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let parsed = serde_json::from_slice::<serde_json::Value>(line)
-            .map_err(|e| format!("invalid JSON: {e}"))
-            .and_then(|value| {
-                let group = match value.get(key) {
-                    None | Some(serde_json::Value::Null) => {
-                        return Err(format!("missing field `{key}`"));
-                    }
-                    Some(serde_json::Value::String(s)) => s.clone(),
-                    Some(other) => other.to_string(),
-                };
-                let t: rstar_agent::episode::Trajectory =
-                    serde_json::from_value(value).map_err(|e| format!("not a trajectory: {e}"))?;
-                Ok((group, rstar_agent::train::rl::trace_summary(&t)))
-            });
-        match parsed {
-            Ok((group, trace)) => {
-                batch.uids.push(group);
-                batch.traces.push(trace);
-                batch.lines.push(range);
-                batch.line_numbers.push(i + 1);
-            }
-            Err(message) => errors.push(rstar_roc::Error::Line {
-                source_name: name.to_string(),
-                line: i + 1,
-                message,
-            }),
-        }
-    }
-    (batch, errors)
+    JsonlBatch::parse_lenient_with(input, name, |value| {
+        let group = rstar_roc::jsonl::group_of(&value, key)?;
+        let t: rstar_agent::episode::Trajectory =
+            serde_json::from_value(value).map_err(|e| format!("not a trajectory: {e}"))?;
+        Ok((group, rstar_agent::train::rl::trace_summary(&t)))
+    })
 }
 
 /// Prints the malformed lines: each distinct error once, with how many lines had it.

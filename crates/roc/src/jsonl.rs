@@ -64,6 +64,17 @@ impl JsonlBatch {
         source_name: &str,
         group_key: &str,
     ) -> (Self, Vec<Error>) {
+        Self::parse_lenient_with(input, source_name, |value| record(&value, group_key))
+    }
+
+    /// [`parse_lenient`](Self::parse_lenient) with each line's JSON read by `record` into its
+    /// group and summary (or why the line cannot be used, without its line number), for
+    /// rollout formats of other shapes (`rstar roc` reads rstar's own trajectories so).
+    pub fn parse_lenient_with(
+        input: &[u8],
+        source_name: &str,
+        mut record: impl FnMut(Value) -> Result<(String, TraceSummary), String>,
+    ) -> (Self, Vec<Error>) {
         let mut batch = Self {
             uids: Vec::new(),
             traces: Vec::new(),
@@ -87,7 +98,7 @@ impl JsonlBatch {
             }
             let parsed = serde_json::from_slice::<Value>(line)
                 .map_err(|e| format!("invalid JSON: {e}"))
-                .and_then(|value| record(&value, group_key));
+                .and_then(&mut record);
             match parsed {
                 Ok((uid, trace)) => {
                     batch.uids.push(uid);
@@ -118,13 +129,21 @@ impl JsonlBatch {
     }
 }
 
+/// A line's group: the field `key`, a string as it is, any other JSON value as its JSON text.
+///
+/// # Errors
+/// The field is absent or null (the message names it).
+pub fn group_of(value: &Value, key: &str) -> Result<String, String> {
+    match value.get(key) {
+        None | Some(Value::Null) => Err(format!("missing field `{key}`")),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Ok(other.to_string()),
+    }
+}
+
 fn record(value: &Value, group_key: &str) -> Result<(String, TraceSummary), String> {
     let obj = value.as_object().ok_or("not a JSON object")?;
-    let uid = match obj.get(group_key) {
-        None | Some(Value::Null) => return Err(format!("missing field `{group_key}`")),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    };
+    let uid = group_of(value, group_key)?;
     let reward = match obj.get("reward") {
         None => return Err("missing field `reward`".into()),
         Some(Value::Bool(b)) => f64::from(u8::from(*b)),

@@ -78,7 +78,7 @@ fn success(text: String) -> Response {
 }
 
 fn not_found(name: &str, state: &AppState) -> ApiError {
-    let loaded: Vec<String> = read(state).keys().map(|n| format!("`{n}`")).collect();
+    let loaded = loaded_names(state);
     ApiError {
         status: StatusCode::NOT_FOUND,
         kind: "not_found_error",
@@ -100,6 +100,11 @@ pub(crate) fn read(
     state.adapters.read().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The loaded adapters' names, each in backticks, for messages.
+fn loaded_names(state: &AppState) -> Vec<String> {
+    read(state).keys().map(|n| format!("`{n}`")).collect()
+}
+
 fn write(state: &AppState) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<Adapter>>> {
     state.adapters.write().unwrap_or_else(|p| p.into_inner())
 }
@@ -115,7 +120,7 @@ pub(crate) fn served(state: &AppState, model: &str) -> Result<Option<Arc<Adapter
     if let Some(adapter) = read(state).get(model) {
         return Ok(Some(Arc::clone(adapter)));
     }
-    let adapters: Vec<String> = read(state).keys().map(|n| format!("`{n}`")).collect();
+    let adapters = loaded_names(state);
     Err(ApiError {
         status: StatusCode::NOT_FOUND,
         kind: "not_found_error",
@@ -134,7 +139,7 @@ pub(crate) fn served(state: &AppState, model: &str) -> Result<Option<Arc<Adapter
 
 /// Refuses a base update while adapters are loaded over the current base.
 pub(crate) fn check_no_adapters(state: &AppState) -> Result<(), ApiError> {
-    let names: Vec<String> = read(state).keys().map(|n| format!("`{n}`")).collect();
+    let names = loaded_names(state);
     if names.is_empty() {
         return Ok(());
     }

@@ -129,16 +129,7 @@ pub fn http(
     stream
         .read_to_string(&mut response)
         .expect("the response is read");
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status line");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    status_and_body(&response)
 }
 
 /// [`http`] with a binary body (`Content-Type: application/octet-stream`), for the routes that
@@ -159,7 +150,14 @@ pub fn http_bytes(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, St
     let _ = stream.write_all(body);
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response);
-    let response = String::from_utf8_lossy(&response);
+    status_and_body(&String::from_utf8_lossy(&response))
+}
+
+/// An HTTP/1.1 response's status code and body.
+///
+/// # Panics
+/// Without a status line (a test failure).
+fn status_and_body(response: &str) -> (u16, String) {
     let status = response
         .split_whitespace()
         .nth(1)

@@ -13,7 +13,7 @@ use rstar_serve::{ServeConfig, start};
 use rstar_testdata::read_until_closed;
 use serde_json::json;
 
-use super::common::{MODEL, http, load, runtime};
+use super::common::{MODEL, http, load, runtime, serve};
 
 fn version(addr: &str) -> String {
     let (status, text) = http(addr, "GET", "/get_weight_version", "");
@@ -291,10 +291,8 @@ fn issue_71_a_steady_upload_outlasts_the_body_timeout_and_a_trickle_does_not() {
 #[test]
 fn issue_71_one_byte_bodies_are_closed_at_the_default_body_timeout_while_health_answers() {
     let rt = runtime();
-    let (model, tokenizer) = load();
-    let mut config = ServeConfig::new(MODEL);
-    config.port = 0;
-    let server = rt.block_on(start(model, tokenizer, config)).unwrap();
+    // The default limits: one engine, batches of 64, as `ServeConfig::new` sets them.
+    let server = serve(&rt, 1, 64);
     let addr = server.addr().to_string();
     let started = Instant::now();
     let mut slow: Vec<TcpStream> = (0..100)
@@ -339,10 +337,7 @@ fn issue_71_one_byte_bodies_are_closed_at_the_default_body_timeout_while_health_
 #[ignore = "90 s: cargo test -p rstar-serve --test serve -- --ignored issue_71_an_upload"]
 fn issue_71_an_upload_sent_steadily_over_90_s_is_accepted_and_served() {
     let rt = runtime();
-    let (model, tokenizer) = load();
-    let mut config = ServeConfig::new(MODEL);
-    config.port = 0;
-    let server = rt.block_on(start(model, tokenizer, config)).unwrap();
+    let server = serve(&rt, 1, 64);
     let addr = server.addr().to_string();
     let before = greedy_text(&addr);
     let body = weights_body();
