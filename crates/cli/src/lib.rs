@@ -162,7 +162,8 @@ pub struct ConnectionArgs {
     /// the process's open-file limit when that is lower].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
-    /// Seconds a client may take to send a request head (also the idle keep-alive limit).
+    /// Seconds a connection waiting for a request head may go without a byte (also the idle
+    /// keep-alive limit); after them a head must keep up with --body-min-rate.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub header_timeout: f64,
     /// Seconds a request body may go without a byte arriving; a body that keeps arriving at
@@ -170,7 +171,8 @@ pub struct ConnectionArgs {
     #[arg(long, value_name = "SECS", default_value_t = 15.0)]
     pub body_timeout: f64,
     /// The slowest a request body may arrive, in bytes a second, after its first
-    /// --body-timeout seconds (0: only --body-timeout without progress).
+    /// --body-timeout seconds, and a request head after its first --header-timeout (0: only
+    /// the timeouts without progress).
     #[arg(long, value_name = "BYTES", default_value_t = 1024)]
     pub body_min_rate: u64,
 }

@@ -16,14 +16,18 @@
 //! | bound | default | on breach |
 //! |---|---|---|
 //! | open connections ([`ConnectionLimits::max_connections`]) | 4096, or half the soft limit on open files when lower | `503` with a JSON error, connection closed |
-//! | request head ([`ConnectionLimits::header_timeout`]), counted from the connection's start or the end of the previous response, so it is also the idle keep-alive timeout | 10 s | connection closed |
+//! | request head without progress ([`ConnectionLimits::header_timeout`]): the longest a connection waiting for a head (from its start, or the end of the previous answer) may go without a byte, so it is also the idle keep-alive timeout | 10 s | connection closed |
+//! | request head below a rate ([`ConnectionLimits::body_min_rate`]): a head may take `header_timeout` plus its bytes at this rate | 1024 bytes/s | connection closed |
 //! | request body without progress ([`ConnectionLimits::body_timeout`]): the longest a body may go without a byte arriving | 15 s | the body read fails: `408` naming `body_timeout` where the handler reads it, connection closed |
 //! | request body below a rate ([`ConnectionLimits::body_min_rate`]): a body may take `body_timeout` plus its bytes at this rate, counted from the end of the head | 1024 bytes/s | the same, naming `body_min_rate` |
 //! | request bytes being read and handled at once ([`BodyBudget`]) | the server's body limit plus 4 MiB | the request waits for its turn |
 //!
 //! A body that keeps arriving at the minimum rate is never cut off, however long it is (a 28 GB
 //! weight upload over a 1 Gbit/s link takes minutes), while one that trickles a byte now and
-//! then is cut off within about `body_timeout`, whatever its `Content-Length`.
+//! then is cut off within about `body_timeout`, whatever its `Content-Length`. Heads are timed
+//! the same way (hyper's own head deadline is a total, so it is turned off): the socket counts
+//! the bytes it reads, and a watchdog closes a connection that waits for a head without
+//! progress. A request being handled is never cut off for its handler's time.
 //!
 //! # Crate features
 //! None. It serves through hyper and tokio, which it always needs.
@@ -32,6 +36,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -53,16 +58,18 @@ use tokio::sync::Semaphore;
 pub struct ConnectionLimits {
     /// Connections open at once; one more is answered `503` and closed.
     pub max_connections: usize,
-    /// How long a client may take to send a request head, counted from the connection's
-    /// start or the end of the previous response (so an idle keep-alive connection is closed
-    /// after it too).
+    /// The longest a connection waiting for a request head may go without a byte, counted
+    /// from its start or the end of the previous response (so an idle keep-alive connection
+    /// is closed after it too); after it, a head must also keep up with
+    /// [`body_min_rate`](Self::body_min_rate).
     pub header_timeout: Duration,
     /// The longest a request body may go without a byte arriving, and the time a body gets
     /// before [`body_min_rate`](Self::body_min_rate) applies.
     pub body_timeout: Duration,
     /// The slowest a request body may arrive, in bytes a second: the body read fails once the
-    /// time since the head exceeds `body_timeout` plus the bytes received at this rate. 0: no
-    /// rate, only `body_timeout` without progress.
+    /// time since the head exceeds `body_timeout` plus the bytes received at this rate. A head
+    /// is held to the same rate after `header_timeout`. 0: no rate, only the timeouts without
+    /// progress.
     pub body_min_rate: u64,
 }
 
@@ -361,15 +368,28 @@ pub async fn serve(
             continue;
         };
         let mut builder = hyper::server::conn::http1::Builder::new();
+        // Heads are timed by progress (`HeadClock`), not by hyper's total deadline.
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout)
+            .header_read_timeout(None)
             .keep_alive(true);
-        let service = TowerToHyperService::new(app.clone());
+        let clock = Arc::new(HeadClock::new());
+        let service = Watched {
+            app: TowerToHyperService::new(app.clone()),
+            clock: Arc::clone(&clock),
+        };
+        let stream = CountedIo {
+            inner: stream,
+            clock: Arc::clone(&clock),
+        };
         let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let (idle, min_rate) = (limits.header_timeout, limits.body_min_rate);
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, "connection: {e}");
+            tokio::select! {
+                done = conn => if let Err(e) = done {
+                    tracing::debug!(%peer, "connection: {e}");
+                },
+                cut = clock.head_overdue(idle, min_rate) => tracing::debug!(%peer, "connection closed: {cut}"),
             }
             drop(permit);
         });
@@ -377,6 +397,216 @@ pub async fn serve(
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// What one connection's socket has read, and whether a request is being handled: the
+/// clock of [`HeadClock::head_overdue`]. Times are nanoseconds from `epoch`.
+#[derive(Debug)]
+struct HeadClock {
+    epoch: tokio::time::Instant,
+    /// Bytes read from the socket.
+    read: AtomicU64,
+    /// When a read last brought bytes.
+    last_read: AtomicU64,
+    /// Requests whose head has arrived and whose answer has not been sent.
+    handling: AtomicUsize,
+    /// When the connection last began to wait for a head: its start, or the end of an answer.
+    waiting_since: AtomicU64,
+    /// `read` then.
+    read_then: AtomicU64,
+}
+
+impl HeadClock {
+    fn new() -> Self {
+        HeadClock {
+            epoch: tokio::time::Instant::now(),
+            read: AtomicU64::new(0),
+            last_read: AtomicU64::new(0),
+            handling: AtomicUsize::new(0),
+            waiting_since: AtomicU64::new(0),
+            read_then: AtomicU64::new(0),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn at(&self, nanos: u64) -> tokio::time::Instant {
+        self.epoch + Duration::from_nanos(nanos)
+    }
+
+    fn bytes_read(&self, n: usize) {
+        self.read.fetch_add(n as u64, Ordering::SeqCst);
+        self.last_read.store(self.now(), Ordering::SeqCst);
+    }
+
+    /// A request's head has arrived; the [`Handling`] guard marks its answer sent (or dropped).
+    fn begin(self: &Arc<Self>) -> Handling {
+        self.handling.fetch_add(1, Ordering::SeqCst);
+        Handling(Arc::clone(self))
+    }
+
+    /// Resolves when the connection, waiting for a request head (or idle between requests),
+    /// has gone `idle` without a byte, or has fallen behind `min_rate` bytes a second after a
+    /// first `idle` (0: no rate); never while a request is being handled. The reason, for the
+    /// log.
+    async fn head_overdue(&self, idle: Duration, min_rate: u64) -> String {
+        loop {
+            if self.handling.load(Ordering::SeqCst) > 0 {
+                tokio::time::sleep(idle).await;
+                continue;
+            }
+            let since = self.waiting_since.load(Ordering::SeqCst);
+            let bytes = self
+                .read
+                .load(Ordering::SeqCst)
+                .saturating_sub(self.read_then.load(Ordering::SeqCst));
+            let last = self.last_read.load(Ordering::SeqCst).max(since);
+            let stalled = self.at(last) + idle;
+            let behind = (min_rate > 0).then(|| {
+                self.at(since) + idle + Duration::from_secs_f64(bytes as f64 / min_rate as f64)
+            });
+            let deadline = behind.map_or(stalled, |b| b.min(stalled));
+            if tokio::time::Instant::now() >= deadline && self.handling.load(Ordering::SeqCst) == 0
+            {
+                return if deadline == stalled {
+                    format!(
+                        "no byte of a request head for {} s (header_timeout)",
+                        idle.as_secs_f64()
+                    )
+                } else {
+                    format!(
+                        "a request head below {min_rate} bytes/s: {bytes} bytes (body_min_rate)"
+                    )
+                };
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+/// A request being handled on its connection; dropped with its answer's body (sent, or
+/// abandoned), which starts the wait for the next head.
+#[derive(Debug)]
+struct Handling(Arc<HeadClock>);
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        let clock = &self.0;
+        clock
+            .read_then
+            .store(clock.read.load(Ordering::SeqCst), Ordering::SeqCst);
+        clock.waiting_since.store(clock.now(), Ordering::SeqCst);
+        clock.handling.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A socket that tells its [`HeadClock`] of every byte read.
+struct CountedIo {
+    inner: tokio::net::TcpStream,
+    clock: Arc<HeadClock>,
+}
+
+impl tokio::io::AsyncRead for CountedIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.clock.bytes_read(n);
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for CountedIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// The router as one connection's hyper service: each request holds a [`Handling`] mark from
+/// its head until its answer's body is done.
+struct Watched {
+    app: TowerToHyperService<Router>,
+    clock: Arc<HeadClock>,
+}
+
+type Answer = Result<Response, std::convert::Infallible>;
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Watched {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Answer> + Send>>;
+
+    fn call(&self, request: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        let handling = self.clock.begin();
+        let answer = self.app.call(request);
+        Box::pin(async move {
+            let response = answer.await?;
+            Ok(response.map(|inner| {
+                Body::new(MarkedBody {
+                    inner,
+                    _handling: handling,
+                })
+            }))
+        })
+    }
+}
+
+/// An answer's body that holds its request's [`Handling`] mark until dropped.
+struct MarkedBody {
+    inner: Body,
+    _handling: Handling,
+}
+
+impl HttpBody for MarkedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Answers a connection over the cap with a `503` and closes it, after reading its request

@@ -60,8 +60,9 @@ pub struct ServerConfig {
     /// ([`crate::http::ConnectionLimits`]).
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
-    /// Seconds a client may take to send a request head (from its connection's start or its
-    /// previous response: also the idle keep-alive limit); the connection is closed after.
+    /// Seconds a connection waiting for a request head (from its start or its previous
+    /// response: also the idle keep-alive limit) may go without a byte, and the time a head
+    /// gets before `body_min_rate` applies to it; the connection is closed after.
     #[serde(default = "default_header_timeout_s")]
     pub header_timeout_s: f64,
     /// Seconds a request body may go without a byte arriving (and the time it gets before
