@@ -36,10 +36,16 @@ pub struct ServeArgs {
     /// Modules to preload, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "numpy,sympy")]
     pub preload: Vec<String>,
+    /// Settings preset: `paper` (a 600 s queue life, consistent with --max-queue: the paper's
+    /// 45K calls in flight from any client) or `code-judge` (its 4 s queue life).
+    #[arg(long, value_name = "NAME", default_value = "paper")]
+    pub preset: String,
     /// Seconds a call may wait for a worker before it is answered `queue_timeout`
-    /// (code-judge's `MAX_QUEUE_WORK_LIFE_TIME`; `/run/long-batch` and `/run_code` wait).
-    #[arg(long, value_name = "SECS", default_value_t = 4.0)]
-    pub queue_timeout: f64,
+    /// (code-judge's `MAX_QUEUE_WORK_LIFE_TIME`; `/run/long-batch` and `/run_code` wait); a
+    /// request whose calls could not start within it is refused at once with `429`
+    /// [default: the preset's: paper 600, code-judge 4].
+    #[arg(long, value_name = "SECS")]
+    pub queue_timeout: Option<f64>,
     /// Most calls held at once, waiting or running; a request past it is refused whole with
     /// `429` and `Retry-After` before any of its calls runs (the batching client waits and
     /// sends it again).
@@ -61,10 +67,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.timeout.is_finite() && args.timeout > 0.0,
         "--timeout must be positive"
     );
-    anyhow::ensure!(
-        args.queue_timeout.is_finite() && args.queue_timeout > 0.0,
-        "--queue-timeout must be positive"
-    );
+    ServerConfig::preset(&args.preset).context("--preset")?;
+    if let Some(life) = args.queue_timeout {
+        anyhow::ensure!(
+            life.is_finite() && life > 0.0,
+            "--queue-timeout must be positive"
+        );
+    }
     anyhow::ensure!(
         args.drain_timeout.is_finite() && args.drain_timeout >= 0.0,
         "--drain-timeout must not be negative"
@@ -91,11 +100,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .context("starting the tool pool's workers")?;
     let limits = args.connections.limits()?;
+    let preset = ServerConfig::preset(&args.preset)?;
     let config = ServerConfig {
         host: args.host,
         port: args.port,
         token: args.token,
-        queue_timeout_s: args.queue_timeout,
+        queue_timeout_s: args.queue_timeout.unwrap_or(preset.queue_timeout_s),
         max_body_bytes: args.max_body_mb << 20,
         drain_timeout_s: args.drain_timeout,
         max_queue: args.max_queue,
@@ -103,13 +113,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         header_timeout_s: limits.header_timeout.as_secs_f64(),
         body_timeout_s: limits.body_timeout.as_secs_f64(),
         body_min_rate: limits.body_min_rate,
-        ..ServerConfig::code_judge()
+        ..preset
     };
     let workers = pool.config().workers;
+    let (life, queue) = (config.queue_timeout_s, config.max_queue);
     let server = ServerBuilder::new().config(config).serve(pool).await?;
     eprintln!(
-        "rstar tools serve: listening on {} ({workers} workers)",
-        server.url()
+        "rstar tools serve: listening on {} ({workers} workers; preset {}: queue life {life} s, at most {queue} calls held)",
+        server.url(),
+        args.preset
     );
     super::wait_for_signal().await?;
     eprintln!("rstar tools serve: shutting down, letting in-flight calls finish");

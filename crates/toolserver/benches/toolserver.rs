@@ -212,25 +212,27 @@ async fn load_tests(
 
     // 5. A plain client.
     println!(
-        "\n## 5. The same {calls} calls from a plain code-judge client: 704 `/run/batch` requests of 64 at once, resent after `Retry-After` and on `queue_timeout`, two default `rstar tools serve`"
+        "\n## 5. The same {calls} calls from a plain code-judge client: 704 `/run/batch` requests of 64 at once, resent after `Retry-After` and on `queue_timeout`, two `rstar tools serve` at each preset (`paper`, the default; `code-judge`)"
     );
     println!(
-        "| wall | calls/s | vs the batching client | right | 429s | calls resent after queue_timeout | calls refused or resent more than once | peak RSS per server |"
+        "| preset | wall | calls/s | vs the batching client | right | 429s | calls resent after queue_timeout | calls refused or resent more than once | peak RSS per server |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
-    let plain = plain_load(rstar, python, (cpus / 2).max(1), calls).await?;
-    println!(
-        "| {:.1} s | {:.0} | {:.2}x | {} of {calls} | {} | {} | {} ({:.1}%) | {} |",
-        plain.wall,
-        calls as f64 / plain.wall,
-        (calls as f64 / plain.wall) / batching,
-        plain.right,
-        plain.refusals,
-        plain.resent,
-        plain.more_than_once,
-        100.0 * plain.more_than_once as f64 / calls as f64,
-        plain.rss,
-    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for preset in ["paper", "code-judge"] {
+        let plain = plain_load(rstar, python, (cpus / 2).max(1), calls, preset).await?;
+        println!(
+            "| {preset} | {:.1} s | {:.0} | {:.2}x | {} of {calls} | {} | {} | {} ({:.1}%) | {} |",
+            plain.wall,
+            calls as f64 / plain.wall,
+            (calls as f64 / plain.wall) / batching,
+            plain.right,
+            plain.refusals,
+            plain.resent,
+            plain.more_than_once,
+            100.0 * plain.more_than_once as f64 / calls as f64,
+            plain.rss,
+        );
+    }
     Ok(())
 }
 
@@ -255,12 +257,25 @@ async fn plain_load(
     python: &Path,
     workers: usize,
     calls: usize,
+    preset: &str,
 ) -> Result<Plain, Error> {
     use bytes::Bytes;
     use http_body_util::{BodyExt, Full};
     let servers = [
-        Served::start(rstar, python, workers, rstar_toolserver::DEFAULT_MAX_QUEUE)?,
-        Served::start(rstar, python, workers, rstar_toolserver::DEFAULT_MAX_QUEUE)?,
+        Served::start(
+            rstar,
+            python,
+            workers,
+            rstar_toolserver::DEFAULT_MAX_QUEUE,
+            preset,
+        )?,
+        Served::start(
+            rstar,
+            python,
+            workers,
+            rstar_toolserver::DEFAULT_MAX_QUEUE,
+            preset,
+        )?,
     ];
     let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Full<Bytes>>();
@@ -386,9 +401,23 @@ struct Served {
 }
 
 impl Served {
-    fn start(rstar: &Path, python: &Path, workers: usize, max_queue: usize) -> Result<Self, Error> {
+    fn start(
+        rstar: &Path,
+        python: &Path,
+        workers: usize,
+        max_queue: usize,
+        preset: &str,
+    ) -> Result<Self, Error> {
         let mut child = Command::new(rstar)
-            .args(["tools", "serve", "--port", "0", "--workers"])
+            .args([
+                "tools",
+                "serve",
+                "--port",
+                "0",
+                "--preset",
+                preset,
+                "--workers",
+            ])
             .arg(workers.to_string())
             .arg("--max-queue")
             .arg(max_queue.to_string())
@@ -490,8 +519,8 @@ async fn load(
     calls: usize,
 ) -> Result<f64, Error> {
     let servers = [
-        Served::start(rstar, python, workers, max_queue)?,
-        Served::start(rstar, python, workers, max_queue)?,
+        Served::start(rstar, python, workers, max_queue, "paper")?,
+        Served::start(rstar, python, workers, max_queue, "paper")?,
     ];
     let client = Client::builder()
         .endpoint(servers[0].url.clone())

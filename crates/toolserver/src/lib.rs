@@ -73,5 +73,6 @@ pub use error::{Error, Result};
 pub use rstar_http as http;
 pub use rstar_http::bearer_matches;
 pub use server::{
-    DEFAULT_MAX_QUEUE, DRAINING_MESSAGE, ServerBuilder, ServerConfig, ServerHandle, router,
+    DEFAULT_MAX_QUEUE, DRAINING_MESSAGE, PAPER_QUEUE_LIFE_S, ServerBuilder, ServerConfig,
+    ServerHandle, router,
 };

@@ -85,6 +85,9 @@ pub struct ServerConfig {
 /// in flight; a call waiting costs its code and a task, a few KiB).
 pub const DEFAULT_MAX_QUEUE: usize = 32_768;
 
+/// [`ServerConfig::paper`]'s queue life: 600 s.
+pub const PAPER_QUEUE_LIFE_S: f64 = 600.0;
+
 fn default_max_queue() -> usize {
     DEFAULT_MAX_QUEUE
 }
@@ -147,13 +150,41 @@ impl ServerConfig {
         }
     }
 
-    /// For tests, benchmarks and one-machine use: a free port and a queue
-    /// limit of 10 minutes, so bursts wait instead of timing out.
+    /// The paper's scale, and `rstar tools serve`'s default: code-judge's settings with a queue
+    /// life of [`PAPER_QUEUE_LIFE_S`] (10 minutes), consistent with the
+    /// [`max_queue`](Self::max_queue) bound: a full queue of 32,768 calls starts within its
+    /// life on any server that runs 55 calls a second (one worker runs about 150 `print`s).
+    /// So a plain client's burst of the paper's 45K calls over two servers is admitted whole
+    /// and served, not timed out after 4 s and resent (issue #71). A server too slow for its
+    /// queue still refuses at admission what it could not start in time.
+    pub fn paper() -> Self {
+        Self {
+            queue_timeout_s: PAPER_QUEUE_LIFE_S,
+            ..Self::code_judge()
+        }
+    }
+
+    /// A named preset: `paper` ([`paper`](Self::paper)) or `code-judge`
+    /// ([`code_judge`](Self::code_judge)).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the presets, for any other name.
+    pub fn preset(name: &str) -> Result<Self> {
+        match name {
+            "paper" => Ok(Self::paper()),
+            "code-judge" | "code_judge" => Ok(Self::code_judge()),
+            other => Err(Error::Config(format!(
+                "unknown server preset {other:?}: expected paper or code-judge"
+            ))),
+        }
+    }
+
+    /// For tests, benchmarks and one-machine use: [`paper`](Self::paper) on a free port, so
+    /// bursts wait instead of timing out.
     pub fn local() -> Self {
         Self {
             port: 0,
-            queue_timeout_s: 600.0,
-            ..Self::code_judge()
+            ..Self::paper()
         }
     }
 
@@ -380,10 +411,13 @@ struct ServiceState {
     draining: AtomicBool,
     next_id: AtomicU64,
     id_prefix: String,
-    /// Seconds a call runs on its worker, a moving average (the bits of an `f64`), from
-    /// [`PRIOR_SERVICE_SECS`]: with the workers, the server's throughput.
+    /// Seconds a call runs on its worker: the median of the last [`SERVICE_WINDOW`] calls (the
+    /// bits of an `f64`), [`PRIOR_SERVICE_SECS`] before any; with the workers, the server's
+    /// throughput.
     service_secs: AtomicU64,
-    /// Calls whose run time [`service_secs`](Self::service_secs) holds.
+    /// The run times of the last [`SERVICE_WINDOW`] calls.
+    recent: std::sync::Mutex<RecentTimes>,
+    /// Calls run to their end since the start.
     measured: AtomicU64,
     /// Calls of requests refused for want of time, told when to come back: the queue they will
     /// join, so that each later refusal is told to come back after them.
@@ -401,8 +435,33 @@ struct Promised {
 /// interpreter with some margin. The first measured call replaces it.
 const PRIOR_SERVICE_SECS: f64 = 0.02;
 
-/// The weight of each new call in [`ServiceState::service_secs`].
-const SERVICE_SMOOTHING: f64 = 0.05;
+/// The calls whose median run time is [`ServiceState::service_secs`]. A median, not a mean: a
+/// call that waited for its worker's restart, or ran while a burst of requests was being parsed,
+/// takes seconds where the others take milliseconds, and a mean it entered told a whole burst
+/// to come back minutes later while the server stood idle (`cargo xtask bench toolserver`'s
+/// plain client).
+const SERVICE_WINDOW: usize = 32;
+
+/// The last [`SERVICE_WINDOW`] run times.
+#[derive(Debug, Default)]
+struct RecentTimes(std::collections::VecDeque<f64>);
+
+impl RecentTimes {
+    /// Adds one run time (dropping the oldest past the window); the median of the window.
+    fn record(&mut self, secs: f64) -> f64 {
+        if self.0.len() == SERVICE_WINDOW {
+            self.0.pop_front();
+        }
+        self.0.push_back(secs);
+        let mut sorted: Vec<f64> = self.0.iter().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    }
+}
+
+/// The longest `Retry-After`, whatever the queue life: a client told more comes back to an idle
+/// server when the estimate was wrong, and one told less is only told again.
+const MAX_RETRY_AFTER_S: f64 = 60.0;
 
 /// The part of the queue life a queued request's last call may be expected to wait: the rest
 /// is margin for the estimate's error.
@@ -426,22 +485,21 @@ impl ServiceState {
             next_id: AtomicU64::new(0),
             id_prefix,
             service_secs: AtomicU64::new(PRIOR_SERVICE_SECS.to_bits()),
+            recent: std::sync::Mutex::new(RecentTimes::default()),
             measured: AtomicU64::new(0),
             promised: std::sync::Mutex::new(Promised::default()),
         }
     }
 
-    /// Folds one call's run time into the average: a plain mean over the first calls (the
-    /// first replaces the prior), then a moving one.
+    /// Adds one call's run time to the window and updates the median.
     fn record_service(&self, secs: f64) {
-        let n = self.measured.fetch_add(1, Ordering::Relaxed) + 1;
-        let weight = (1.0 / n as f64).max(SERVICE_SMOOTHING);
-        let _ = self
-            .service_secs
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                let mean = f64::from_bits(bits);
-                Some((mean + weight * (secs - mean)).to_bits())
-            });
+        self.measured.fetch_add(1, Ordering::Relaxed);
+        let median = self
+            .recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(secs);
+        self.service_secs.store(median.to_bits(), Ordering::Relaxed);
     }
 
     /// Calls the workers finish a second, as measured.
@@ -480,7 +538,7 @@ impl ServiceState {
         }
         let backlog = queued as f64 + promised.calls + calls as f64;
         let mut wait = ((backlog - room) / rate).ceil().max(1.0);
-        // At most two queue lives: a wait computed during a burst, when the rate is still
+        // At most two queue lives (and a minute): a wait computed during a burst, when the rate is still
         // being measured (and the burst itself slows the calls), can be minutes too long, and
         // a server whose clients all sleep on such waits stands idle (`cargo xtask bench
         // toolserver`'s plain client, 45,056 calls at once). A client told too little comes
@@ -493,7 +551,7 @@ impl ServiceState {
         } else {
             2.0 * self.config.queue_timeout_s
         };
-        let cap = cap.ceil().max(1.0);
+        let cap = cap.min(MAX_RETRY_AFTER_S).ceil().max(1.0);
         if wait > cap {
             let low = (cap / 2.0).ceil().max(1.0);
             wait = (low + rand::random::<f64>() * (cap - low + 1.0))
@@ -1389,6 +1447,38 @@ mod tests {
             (broken.status, broken.message.as_str(), broken.run_result),
             (RunStatus::SandboxError, "x", None)
         );
+    }
+
+    #[test]
+    fn the_service_time_is_a_median_that_outliers_do_not_move() {
+        let mut recent = RecentTimes::default();
+        assert_eq!(recent.record(0.007), 0.007);
+        // A call that waited for its worker's restart: a mean would be ~0.5 s.
+        let mut median = 0.0;
+        for secs in [2.0, 0.006, 0.008, 0.007] {
+            median = recent.record(secs);
+        }
+        assert_eq!(median, 0.007);
+        // The window moves: once slower calls fill it, the median follows.
+        for _ in 0..SERVICE_WINDOW {
+            median = recent.record(0.05);
+        }
+        assert_eq!((median, recent.0.len()), (0.05, SERVICE_WINDOW));
+    }
+
+    #[test]
+    fn presets_are_named_and_the_paper_s_queue_life_holds_its_queue() {
+        let paper = ServerConfig::preset("paper").unwrap();
+        assert_eq!(paper, ServerConfig::paper());
+        assert_eq!(paper.queue_timeout_s, 600.0);
+        // A full queue starts within its life at 55 calls a second.
+        assert!(paper.max_queue as f64 / 55.0 <= paper.queue_timeout_s);
+        assert_eq!(
+            ServerConfig::preset("code-judge").unwrap().queue_timeout_s,
+            4.0
+        );
+        let err = ServerConfig::preset("fast").unwrap_err().to_string();
+        assert!(err.contains("paper or code-judge"), "{err}");
     }
 
     #[test]

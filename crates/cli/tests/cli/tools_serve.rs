@@ -24,6 +24,14 @@ fn serve_answers_both_protocols_and_stops_on_sigterm() {
             .arg(rstar_testdata::python()),
     );
     let url = server.addr.clone();
+    // Issue #71: the default preset is the paper's, its queue life consistent with the queue.
+    assert!(
+        server
+            .line
+            .contains("preset paper: queue life 600 s, at most 32768 calls held"),
+        "{}",
+        server.line
+    );
     let run = r#"{"sub_id":"cli","type":"python","solution":"print(6 * 7)"}"#;
     let (status, body) = http(&url, "POST", "/run", run, Some("t0k"));
     assert_eq!(status, 200, "{body}");
@@ -62,6 +70,16 @@ fn serve_rejects_bad_options() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--queue-timeout must be positive"));
+    let out = super::common::command()
+        .args(["tools", "serve", "--preset", "fast"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--preset") && err.contains("expected paper or code-judge"),
+        "{err}"
+    );
 }
 
 #[test]
