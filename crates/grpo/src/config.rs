@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{AdvantageConfig, AdvantageEstimator, GrpoError};
+use crate::{AdvantageConfig, AdvantageEstimator, GrpoError, RolloutCorrectionConfig};
 
 /// How the per-token loss matrix becomes a scalar (verl's `loss_agg_mode`).
 ///
@@ -25,6 +25,29 @@ pub enum LossAggMode {
     /// maximum response length as the constant).
     #[serde(rename = "seq-mean-token-sum-norm")]
     SeqMeanTokenSumNorm,
+    /// `Σ L·M · dp_size`: the plain sum over tokens, no normaliser (verl's `token-sum`).
+    #[serde(rename = "token-sum")]
+    TokenSum,
+}
+
+/// The policy-gradient loss (verl's `actor.policy_loss.loss_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyLossMode {
+    /// PPO's per-token clipped ratio, with dual clip (verl's `vanilla`).
+    #[default]
+    Vanilla,
+    /// GSPO (Zheng et al. 2025): one ratio per sequence, the geometric mean of its token ratios
+    /// (`exp(mean_t(logp − old))`), clipped with the same `clip_ratio_low/high`; no dual clip. The
+    /// paper's clip range is 3e-4 / 4e-4.
+    Gspo,
+}
+
+impl PolicyLossMode {
+    /// Whether this is the default, [`PolicyLossMode::Vanilla`].
+    pub fn is_vanilla(&self) -> bool {
+        *self == Self::Vanilla
+    }
 }
 
 impl LossAggMode {
@@ -35,6 +58,7 @@ impl LossAggMode {
             Self::SeqMeanTokenMean => "seq-mean-token-mean",
             Self::SeqMeanTokenSum => "seq-mean-token-sum",
             Self::SeqMeanTokenSumNorm => "seq-mean-token-sum-norm",
+            Self::TokenSum => "token-sum",
         }
     }
 }
@@ -48,6 +72,7 @@ impl std::str::FromStr for LossAggMode {
             Self::SeqMeanTokenMean,
             Self::SeqMeanTokenSum,
             Self::SeqMeanTokenSumNorm,
+            Self::TokenSum,
         ]
         .into_iter()
         .find(|m| m.as_str() == s)
@@ -115,6 +140,15 @@ pub struct GrpoConfig {
     /// Weight of the entropy bonus (the loss gets `− entropy_coeff · aggregated entropy`); 0 for
     /// none. Needs per-token entropies (`PolicyLossInputs::with_entropy`).
     pub entropy_coeff: f32,
+    /// verl's rollout correction: importance weights and rejection from the rollout engine's
+    /// log-probs to the trainer's (`PolicyLossInputs::with_rollout_log_prob`). Off by default,
+    /// and left out of the serialised config while off.
+    #[serde(skip_serializing_if = "RolloutCorrectionConfig::is_off")]
+    pub rollout_correction: RolloutCorrectionConfig,
+    /// `vanilla` (PPO's token ratio, the default) or `gspo` (a sequence ratio); left out of the
+    /// serialised config when vanilla.
+    #[serde(skip_serializing_if = "PolicyLossMode::is_vanilla")]
+    pub policy_loss: PolicyLossMode,
 }
 
 impl GrpoConfig {
@@ -136,6 +170,8 @@ impl GrpoConfig {
             loss_scale_factor: None,
             kl: None,
             entropy_coeff: 0.0,
+            rollout_correction: RolloutCorrectionConfig::off(),
+            policy_loss: PolicyLossMode::Vanilla,
         }
     }
 
@@ -162,6 +198,8 @@ impl GrpoConfig {
             loss_scale_factor: None,
             kl: None,
             entropy_coeff: 0.0,
+            rollout_correction: RolloutCorrectionConfig::off(),
+            policy_loss: PolicyLossMode::Vanilla,
         }
     }
 
@@ -181,6 +219,8 @@ impl GrpoConfig {
                 straight_through: false,
             }),
             entropy_coeff: 0.0,
+            rollout_correction: RolloutCorrectionConfig::off(),
+            policy_loss: PolicyLossMode::Vanilla,
         }
     }
 
@@ -218,6 +258,18 @@ impl GrpoConfig {
     /// The same config with an entropy bonus.
     pub fn with_entropy_coeff(mut self, coeff: f32) -> Self {
         self.entropy_coeff = coeff;
+        self
+    }
+
+    /// The same config with a rollout correction.
+    pub fn with_rollout_correction(mut self, correction: RolloutCorrectionConfig) -> Self {
+        self.rollout_correction = correction;
+        self
+    }
+
+    /// The same config with another policy loss (`vanilla` or `gspo`).
+    pub fn with_policy_loss(mut self, mode: PolicyLossMode) -> Self {
+        self.policy_loss = mode;
         self
     }
 
@@ -264,7 +316,7 @@ impl GrpoConfig {
                 format!("must be finite, got {}", self.entropy_coeff),
             );
         }
-        Ok(())
+        self.rollout_correction.validate()
     }
 }
 
@@ -366,10 +418,27 @@ mod tests {
             LossAggMode::SeqMeanTokenMean,
             LossAggMode::SeqMeanTokenSum,
             LossAggMode::SeqMeanTokenSumNorm,
+            LossAggMode::TokenSum,
         ] {
             assert_eq!(m.as_str().parse::<LossAggMode>().unwrap(), m);
         }
         assert!("mean".parse::<LossAggMode>().is_err());
+        // Off and vanilla are left out, so saved configs read as before.
+        let plain = serde_json::to_string(&GrpoConfig::new()).unwrap();
+        assert!(
+            !plain.contains("rollout_correction") && !plain.contains("policy_loss"),
+            "{plain}"
+        );
+        let gspo: GrpoConfig = serde_json::from_str(
+            r#"{"policy_loss": "gspo", "rollout_correction": {"rollout_is": "sequence", "rollout_is_threshold": 2.0}}"#,
+        )
+        .unwrap();
+        assert_eq!(gspo.policy_loss, PolicyLossMode::Gspo);
+        assert!(!gspo.rollout_correction.is_off());
+        assert_eq!(
+            serde_json::from_str::<GrpoConfig>(&serde_json::to_string(&gspo).unwrap()).unwrap(),
+            gspo
+        );
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //! It is **not** a rollout, a sampler or a trainer: it takes rewards, masks and log-probabilities
 //! that someone else computed and returns advantages and a differentiable scalar.
 //!
+//! With a rollout correction (verl's TIS, IcePop and rejection sampling, from the rollout
+//! engine's log-probs to the trainer's) and GSPO's sequence-level ratio as options.
+//!
 //! # Main items
 //! - [`group_advantages`], [`broadcast_to_tokens`], [`token_advantages`]: GRPO, Dr. GRPO and RLOO
 //!   advantages on plain `f32` slices (no Burn, no feature needed), configured by
@@ -15,6 +18,10 @@
 //! - [`GrpoConfig`] with presets [`GrpoConfig::rstar2_agent`], [`GrpoConfig::dapo`],
 //!   [`GrpoConfig::dr_grpo`], [`GrpoConfig::grpo`]; [`GlobalBatch`] for the normalisers of
 //!   micro-batched and data-parallel training (no Burn either).
+//! - [`RolloutCorrectionConfig`] (verl's `algorithm.rollout_correction`, decoupled mode) and
+//!   [`rollout_correction`]: importance weights, the rejection mask and verl's `rollout_corr/…`
+//!   metrics on plain `f32` slices; [`mismatch_metrics`] for the mismatch alone.
+//!   [`PolicyLossMode`] picks the vanilla loss or GSPO.
 //! - With the `burn` feature (on by default): `policy_loss`, the full loss on Burn tensors from
 //!   `PolicyLossInputs`, returning a `PolicyLoss` (the scalar to call `backward` on, plus
 //!   `LossMetrics`); the building blocks `token_policy_losses`, `agg_loss`, `kl_penalty` and
@@ -44,6 +51,8 @@
 //!   ([`SingletonGroups::Verl`] reproduces that).
 //! - Token counts for the aggregation are passed in explicitly through [`GlobalBatch`]; verl's
 //!   fallback to the counts of the batch at hand is the default.
+//! - Truncated IS refuses a threshold ≤ 1 (verl takes any positive one), and a batch that
+//!   rejection empties is an error rather than verl's NaN. verl's bypass mode is not built.
 //!
 //! # Crate features
 //! - `burn` (default): the loss on Burn tensors (`policy_loss` and its building blocks), and the
@@ -58,6 +67,7 @@
 
 mod advantage;
 mod config;
+mod correction;
 mod error;
 #[cfg(feature = "burn")]
 mod loss;
@@ -66,10 +76,16 @@ pub use advantage::{
     AdvantageConfig, AdvantageEstimator, SingletonGroups, VERL_EPSILON, broadcast_to_tokens,
     group_advantages, token_advantages,
 };
-pub use config::{GlobalBatch, GrpoConfig, KlConfig, KlEstimator, LossAggMode};
+pub use config::{GlobalBatch, GrpoConfig, KlConfig, KlEstimator, LossAggMode, PolicyLossMode};
+pub use correction::{
+    Correction, CorrectionMetrics, IsThreshold, MAX_RS_OPTIONS, METRIC_PREFIX,
+    RolloutCorrectionConfig, RolloutIs, RsCriterion, RsLevel, RsOption, RsOptions, RsStat,
+    RsThresholds, mismatch_metrics, rollout_correction,
+};
 pub use error::GrpoError;
 #[cfg(feature = "burn")]
 pub use loss::{
     LOG_RATIO_CLAMP, LossMetrics, PolicyLoss, PolicyLossInputs, TokenLosses, agg_loss,
     entropy_from_logits, kl_penalty, policy_loss, tensor2, token_policy_losses,
+    token_policy_losses_gspo,
 };

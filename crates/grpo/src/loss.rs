@@ -4,7 +4,10 @@
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Bool, Tensor, TensorData};
 
-use crate::{GlobalBatch, GrpoConfig, GrpoError, KlEstimator, LossAggMode};
+use crate::{
+    CorrectionMetrics, GlobalBatch, GrpoConfig, GrpoError, KlEstimator, LossAggMode,
+    PolicyLossMode, rollout_correction,
+};
 
 /// The log-ratio `logp − old_logp` is clamped to ±20 before `exp`, as verl does, so that one
 /// token whose probability collapsed cannot overflow the ratio.
@@ -29,6 +32,10 @@ pub struct PolicyLossInputs {
     /// (`rstar_policy::sequence_loss`), so the bonus costs no vocabulary-sized tensor; from
     /// logits, use [`entropy_from_logits`].
     pub entropy: Option<Tensor<2>>,
+    /// Log-probabilities under the engine that sampled the tokens (the behaviour policy, no
+    /// gradient); needed when the config has a rollout correction, which weights and rejects
+    /// tokens by `old_log_prob − rollout_log_prob`.
+    pub rollout_log_prob: Option<Tensor<2>>,
 }
 
 impl PolicyLossInputs {
@@ -46,7 +53,14 @@ impl PolicyLossInputs {
             response_mask,
             ref_log_prob: None,
             entropy: None,
+            rollout_log_prob: None,
         }
+    }
+
+    /// Adds the rollout engine's log-probabilities (for the rollout correction).
+    pub fn with_rollout_log_prob(mut self, rollout_log_prob: Tensor<2>) -> Self {
+        self.rollout_log_prob = Some(rollout_log_prob);
+        self
     }
 
     /// Adds the reference policy's log-probabilities.
@@ -108,6 +122,9 @@ pub struct PolicyLoss {
     pub pg_loss: Tensor<1>,
     /// Metrics, read back from the device.
     pub metrics: LossMetrics,
+    /// The rollout correction's metrics, with verl's names (`rollout_corr/…`); `None` when the
+    /// correction is off.
+    pub correction: Option<CorrectionMetrics>,
 }
 
 /// The per-token clipped loss before masking and aggregation, and the intermediate tensors the
@@ -159,6 +176,47 @@ pub fn token_policy_losses(
             (clip1, none)
         }
     };
+    TokenLosses {
+        loss,
+        ratio,
+        log_ratio,
+        clipped,
+        dual_clipped,
+    }
+}
+
+/// verl's `compute_policy_loss_gspo` per token: every token of a sequence carries the sequence's
+/// ratio `s = exp(min(mean_t(logp − old), 10))` over the tokens where `response_mask != 0`, with
+/// the gradient of each token going through its own `logp` only
+/// (`logp − sg(logp) + sg(mean)`); clipped to `[1 − ε_low, 1 + ε_high]`, no dual clip. The
+/// returned `log_ratio` is the unclamped `logp − old` (for `ppo_kl`).
+pub fn token_policy_losses_gspo(
+    log_prob: Tensor<2>,
+    old_log_prob: Tensor<2>,
+    advantages: Tensor<2>,
+    response_mask: Tensor<2>,
+    clip_ratio_low: f32,
+    clip_ratio_high: f32,
+) -> TokenLosses {
+    let [b, t] = log_prob.dims();
+    let drop = drop_mask(&response_mask);
+    let log_ratio = log_prob.clone() - old_log_prob;
+    let len = indicator(&response_mask, drop.clone().bool_not())
+        .sum_dim(1)
+        .clamp_min(1.0);
+    let seq = log_ratio.clone().mask_fill(drop, 0.0).sum_dim(1) / len; // [b, 1]
+    let log_seq =
+        (log_prob.clone() - log_prob.detach() + seq.detach().expand([b, t])).clamp_max(10.0);
+    let ratio = log_seq.exp();
+    let neg_adv = advantages.clone().neg();
+    let l1 = neg_adv.clone() * ratio.clone();
+    let l2 = neg_adv
+        * ratio
+            .clone()
+            .clamp(1.0 - clip_ratio_low, 1.0 + clip_ratio_high);
+    let clipped = l2.clone().greater(l1.clone());
+    let loss = l1.max_pair(l2);
+    let dual_clipped = advantages.lower_elem(f32::NEG_INFINITY);
     TokenLosses {
         loss,
         ratio,
@@ -306,6 +364,7 @@ fn agg_with_counts(
         }
     };
     Ok(match mode {
+        LossAggMode::TokenSum => masked.sum().mul_scalar(dp),
         LossAggMode::TokenMean => {
             let n = denominator(global.num_tokens, counts.tokens, "tokens")?;
             masked.sum().mul_scalar(dp / n)
@@ -416,8 +475,44 @@ pub fn policy_loss(
             reason: "an entropy bonus needs `entropy`".into(),
         });
     }
+    if let Some(r) = &inputs.rollout_log_prob {
+        check_shape("rollout_log_prob", r, dims)?;
+    }
 
-    let mask = inputs.response_mask;
+    // The rollout correction, on the host: its weights (detached) scale the token losses, and
+    // its rejection mask replaces the response mask for the loss and the metrics, as in verl.
+    let mut mask = inputs.response_mask;
+    let mut weights = None;
+    let mut correction = None;
+    if !config.rollout_correction.is_off() {
+        let Some(rollout) = &inputs.rollout_log_prob else {
+            return Err(GrpoError::Config {
+                field: "rollout_correction",
+                reason: "a rollout correction needs `rollout_log_prob` (the engine's log-probs)"
+                    .into(),
+            });
+        };
+        let host = |t: &Tensor<2>| -> Vec<f32> { t.to_data().iter::<f32>().collect() };
+        let [rows, cols] = dims;
+        let c = rollout_correction(
+            &config.rollout_correction,
+            &host(&inputs.old_log_prob),
+            &host(rollout),
+            &host(&mask),
+            rows,
+            cols,
+        )?;
+        let device = mask.device();
+        let like = |values: Vec<f32>| {
+            Tensor::<2>::from_data(TensorData::new(values, [rows, cols]), &device)
+                .cast(mask.dtype())
+        };
+        weights = c.weights.map(like);
+        let modified = like(c.response_mask);
+        mask = modified;
+        correction = Some(c.metrics);
+    }
+
     let drop = drop_mask(&mask);
     let counts = mask_counts(&mask);
     let agg = |m: Tensor<2>| {
@@ -431,15 +526,29 @@ pub fn policy_loss(
         )
     };
 
-    let tok = token_policy_losses(
-        inputs.log_prob.clone(),
-        inputs.old_log_prob,
-        inputs.advantages.clone(),
-        config.clip_ratio_low,
-        config.clip_ratio_high,
-        config.clip_ratio_c,
-    );
-    let pg_loss = agg(tok.loss)?;
+    let tok = match config.policy_loss {
+        PolicyLossMode::Vanilla => token_policy_losses(
+            inputs.log_prob.clone(),
+            inputs.old_log_prob,
+            inputs.advantages.clone(),
+            config.clip_ratio_low,
+            config.clip_ratio_high,
+            config.clip_ratio_c,
+        ),
+        PolicyLossMode::Gspo => token_policy_losses_gspo(
+            inputs.log_prob.clone(),
+            inputs.old_log_prob,
+            inputs.advantages.clone(),
+            mask.clone(),
+            config.clip_ratio_low,
+            config.clip_ratio_high,
+        ),
+    };
+    let token_loss = match weights {
+        Some(w) => tok.loss * w,
+        None => tok.loss,
+    };
+    let pg_loss = agg(token_loss)?;
     let mut loss = pg_loss.clone();
 
     let n = counts.tokens;
@@ -511,6 +620,7 @@ pub fn policy_loss(
         loss,
         pg_loss,
         metrics,
+        correction,
     })
 }
 

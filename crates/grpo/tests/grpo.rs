@@ -3,6 +3,7 @@
 mod grpo {
     mod aggregation;
     mod common;
+    mod correction;
     mod fixtures;
     mod gradients;
     mod props;
