@@ -7,7 +7,7 @@ mode cannot score, lengths that differ), with the Rust error's message. A bug th
 raises `RuntimeError`; it never aborts the interpreter.
 """
 
-from typing import Any, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, Union
 
 __version__: str
 MAX_TEXT_BYTES: int
@@ -138,6 +138,27 @@ def advantages(
 ) -> list[float]:
     """One advantage per rollout: GRPO, Dr. GRPO or RLOO within each group (by `groups`, by
     consecutive runs of `group_size`, or one group)."""
+
+class RolloutCorrection(TypedDict):
+    weights: Optional[list[list[float]]]
+    response_mask: list[list[float]]
+    metrics: dict[str, float]
+
+def rollout_correction(
+    old_log_prob: Sequence[Sequence[float]],
+    rollout_log_prob: Sequence[Sequence[float]],
+    response_mask: Sequence[Sequence[float]],
+    *,
+    rollout_is: Optional[Literal["token", "sequence"]] = None,
+    rollout_is_threshold: Optional[Union[float, str]] = None,
+    rollout_is_batch_normalize: bool = False,
+    rollout_rs: Optional[str] = None,
+    rollout_rs_threshold: Optional[Union[float, str]] = None,
+) -> RolloutCorrection:
+    """verl 0.9.1's rollout correction (decoupled mode) on [batch][response_len] matrices:
+    importance weights from old_log_prob - rollout_log_prob (truncated at a number, or masked
+    outside "lower_upper"), the rejection mask (e.g. rollout_rs="token_k1,seq_mean_k3",
+    rollout_rs_threshold="0.5_2.0,0.3") and verl's `rollout_corr/...` metrics."""
 
 # --- the sandbox ------------------------------------------------------------------------------
 
