@@ -213,9 +213,59 @@ pub fn charts(records: &[Value], timing: StepTiming) -> Vec<(&'static str, LineC
             (stem, chart)
         })
         .collect();
+    // The rollout correction's charts, for runs that record it (`rl.grpo.rollout_correction`).
+    if records.iter().any(|r| r.get("rollout_corr").is_some()) {
+        for (stem, title, y_label, series) in CORRECTION_CHARTS {
+            let chart = LineChart {
+                series: series
+                    .iter()
+                    .map(|&(name, key)| Series {
+                        name: name.to_string(),
+                        points: records
+                            .iter()
+                            .map(|r| {
+                                let v = r
+                                    .get("rollout_corr")
+                                    .and_then(|m| m.get(key))
+                                    .and_then(Value::as_f64)
+                                    .unwrap_or(f64::NAN);
+                                (step(r), v)
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                vlines: vlines.clone(),
+                ..LineChart::over_steps(title, "RL step", y_label, last)
+            };
+            out.push((stem, chart));
+        }
+    }
     out.push(("step_time", timing.chart(records, last, &vlines)));
     out
 }
+
+/// The charts of the rollout correction's metrics (verl's names, in `rollout_corr`).
+const CORRECTION_CHARTS: &[ChartSpec] = &[
+    (
+        "rollout_is",
+        "importance weights of the rollout correction per RL step",
+        "trainer / engine probability",
+        &[
+            ("mean", "rollout_corr/rollout_is_mean"),
+            ("max", "rollout_corr/rollout_is_max"),
+            ("min", "rollout_corr/rollout_is_min"),
+        ],
+    ),
+    (
+        "rollout_mismatch",
+        "engine–trainer mismatch per RL step",
+        "nats per token",
+        &[
+            ("KL (k1)", "rollout_corr/kl"),
+            ("KL (k3)", "rollout_corr/k3_kl"),
+        ],
+    ),
+];
 
 /// Draws `run/metrics.jsonl` into `run/plots/<chart>.svg` and returns the files written; the
 /// step timing is read from `run/config.json` ([`StepTiming::of_config`]).
@@ -265,6 +315,34 @@ mod tests {
             "time_update": update,
             "time_step": total,
         })
+    }
+
+    #[test]
+    fn issue_62_the_rollout_correction_is_charted_only_when_recorded() {
+        let stems = |records: &[Value]| -> Vec<&str> {
+            charts(records, StepTiming::Lockstep)
+                .into_iter()
+                .map(|(stem, _)| stem)
+                .collect()
+        };
+        let plain = [record(1, 2.0, 0.5, 1.0, 4.0)];
+        assert!(!stems(&plain).contains(&"rollout_is"));
+        let mut corrected = record(1, 2.0, 0.5, 1.0, 4.0);
+        corrected["rollout_corr"] = serde_json::json!({
+            "rollout_corr/rollout_is_mean": 0.99, "rollout_corr/rollout_is_max": 1.2,
+            "rollout_corr/rollout_is_min": 0.8, "rollout_corr/kl": 5e-4, "rollout_corr/k3_kl": 1e-4,
+        });
+        let all = charts(std::slice::from_ref(&corrected), StepTiming::Lockstep);
+        let is = &all.iter().find(|(s, _)| *s == "rollout_is").unwrap().1;
+        assert_eq!(names(is), ["mean", "max", "min"]);
+        assert_eq!(is.series[1].points, vec![(1.0, 1.2)]);
+        let mismatch = &all
+            .iter()
+            .find(|(s, _)| *s == "rollout_mismatch")
+            .unwrap()
+            .1;
+        assert_eq!(mismatch.series[0].points, vec![(1.0, 5e-4)]);
+        assert_eq!(all.last().unwrap().0, "step_time");
     }
 
     fn names(chart: &LineChart) -> Vec<&str> {

@@ -304,6 +304,10 @@ pub fn rl_tag(path: &str) -> String {
     if let Some(name) = path.strip_prefix("roc_metrics.") {
         return format!("roc/{name}");
     }
+    // The rollout correction's metrics carry verl's own tags (`rollout_corr/kl`, …).
+    if let Some(name) = path.strip_prefix("rollout_corr.") {
+        return name.to_string();
+    }
     if let Some(name) = path.strip_prefix("tool_latency.") {
         return format!("tool/latency/{name}");
     }
@@ -827,6 +831,7 @@ mod tests {
         assert_eq!(rl_tag("kept.accuracy"), "kept/rewards/mean");
         assert_eq!(rl_tag("roc_metrics.roc/pass_ratio"), "roc/roc/pass_ratio");
         assert_eq!(rl_tag("tool_latency.p99_ms"), "tool/latency/p99_ms");
+        assert_eq!(rl_tag("rollout_corr.rollout_corr/kl"), "rollout_corr/kl");
         assert_eq!(rl_tag("new_field.x"), "rstar/new_field/x");
         assert_eq!(sft_tag("loss"), "sft/loss");
         assert_eq!(eval_tag("sampled.accuracy"), "val/sampled/rewards/mean");

@@ -333,6 +333,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             record_entropy: args.record_entropy,
             verifier: mode,
             load_refresh_ms: 0,
+            keep_logprobs: false,
         },
     };
     let bar = progress_bar(prompts.len() * samples);

@@ -136,6 +136,16 @@ pub struct Args {
     /// `merged` (the merged model, for engines without runtime adapters) [default: adapter].
     #[arg(long, value_name = "WHAT")]
     pub publish_lora: Option<rstar_agent::train::PublishLora>,
+    /// Rollout correction (`rl.grpo.rollout_correction.rollout_is`): weigh each token of the
+    /// loss by the ratio of the trainer's log-prob to the engine's that sampled it, per
+    /// `token` or per `sequence`, or `off` [default: the config's, off]. For bf16 or vLLM
+    /// engines, and stale rollouts.
+    #[arg(long, value_name = "LEVEL")]
+    pub rollout_correction: Option<CorrectionLevel>,
+    /// The correction's threshold (`rollout_is_threshold`): a number for truncated IS (TIS,
+    /// e.g. 2.0) or LOWER_UPPER for masked IS (IcePop, e.g. 0.5_2.0) [default: 2.0].
+    #[arg(long, value_name = "T|LOWER_UPPER")]
+    pub rollout_is_threshold: Option<rstar_agent::grpo::IsThreshold>,
     /// `--rollout scheduled`: `static`, `least-requests` or `kv-aware` [default: kv-aware].
     #[arg(long, value_name = "POLICY")]
     pub dispatch: Option<DispatchPolicy>,
@@ -325,6 +335,11 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--publish-dtype", args.publish_dtype.is_some()),
         ("--publish-via", args.publish_via.is_some()),
         ("--publish-lora", args.publish_lora.is_some()),
+        ("--rollout-correction", args.rollout_correction.is_some()),
+        (
+            "--rollout-is-threshold",
+            args.rollout_is_threshold.is_some(),
+        ),
         ("--dispatch", args.dispatch.is_some()),
         ("--record-entropy", args.record_entropy),
         ("--checkpoint-every", args.checkpoint_every.is_some()),
@@ -461,6 +476,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(what) = args.publish_lora {
             config.rl.publish_lora = what;
         }
+        let correction = &mut config.rl.grpo.rollout_correction;
+        if let Some(level) = args.rollout_correction {
+            correction.rollout_is = level.rollout_is();
+        }
+        if let Some(threshold) = args.rollout_is_threshold {
+            anyhow::ensure!(
+                correction.rollout_is.is_some(),
+                "--rollout-is-threshold needs the correction on: add --rollout-correction token or sequence"
+            );
+            correction.rollout_is_threshold = threshold;
+        }
         if let Some(dtype) = &args.publish_dtype {
             config.rl.publish_dtype = if dtype == "bf16" {
                 rstar_policy::WeightDtype::Bf16
@@ -534,4 +560,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Err(e) => eprintln!("report not written: {e}"),
     }
     Ok(())
+}
+
+/// `--rollout-correction`: where importance weights are computed, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CorrectionLevel {
+    /// No correction.
+    Off,
+    /// One weight per token.
+    Token,
+    /// One weight per sequence.
+    Sequence,
+}
+
+impl CorrectionLevel {
+    fn rollout_is(self) -> Option<rstar_agent::grpo::RolloutIs> {
+        match self {
+            Self::Off => None,
+            Self::Token => Some(rstar_agent::grpo::RolloutIs::Token),
+            Self::Sequence => Some(rstar_agent::grpo::RolloutIs::Sequence),
+        }
+    }
 }

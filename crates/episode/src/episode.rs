@@ -205,6 +205,10 @@ pub struct Turn {
     pub start: usize,
     /// Its number of tokens.
     pub len: usize,
+    /// The weight version of the engine that wrote it (assistant turns, where the rollout
+    /// driver knows it); `None` for tool turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_version: Option<String>,
 }
 
 /// One tool call and its outcome.
@@ -341,6 +345,27 @@ impl Trajectory {
         self.entropies.clear();
         self.token_logprobs.clear();
         self.token_texts.clear();
+    }
+
+    /// Sets the weight version of each assistant turn, in order (one entry per assistant turn).
+    /// Fails, changing nothing, on another count.
+    pub fn set_turn_versions(&mut self, versions: Vec<Option<String>>) -> Result<(), Error> {
+        let n = self
+            .turns
+            .iter()
+            .filter(|t| t.role == Role::Assistant)
+            .count();
+        if versions.len() != n {
+            return Err(Error::Trajectory(format!(
+                "{} weight versions for {n} assistant turns",
+                versions.len()
+            )));
+        }
+        let assistant = self.turns.iter_mut().filter(|t| t.role == Role::Assistant);
+        for (turn, version) in assistant.zip(versions) {
+            turn.weight_version = version;
+        }
+        Ok(())
     }
 
     /// Attaches per-assistant-token entropies and log-probabilities (see the field docs);
@@ -716,6 +741,7 @@ impl<T: TextTokenizer> Episode<T> {
             text: text.clone(),
             start: self.response_ids.len(),
             len: ids.len(),
+            weight_version: None,
         });
         self.response_ids.extend_from_slice(ids);
         self.loss_mask.extend(std::iter::repeat_n(1u8, ids.len()));
@@ -797,6 +823,7 @@ impl<T: TextTokenizer> Episode<T> {
             text,
             start: self.response_ids.len(),
             len: ids.len(),
+            weight_version: None,
         });
         self.response_ids.extend_from_slice(&ids);
         self.loss_mask.extend(std::iter::repeat_n(0u8, ids.len()));
@@ -902,6 +929,45 @@ mod tests {
         ));
         let ep = Episode::new(&tok, &Template::compact(), Limits::compact(), "x");
         assert!(ep.finish().is_err());
+    }
+
+    #[test]
+    fn turn_versions_go_to_the_assistant_turns_in_order() {
+        let tok = ByteTokenizer;
+        let mut ep = Episode::new(&tok, &Template::compact(), Limits::compact(), "x");
+        ep.push_assistant_text("<c>print(1)</c>").unwrap();
+        ep.push_tool_outcomes(vec![crate::toolcall::ToolOutcome::new(
+            crate::toolcall::OutcomeKind::Output,
+            "1\n",
+        )])
+        .unwrap();
+        ep.push_assistant_text("<answer>1</answer>").unwrap();
+        let mut t = ep.finish().unwrap();
+        // Without versions the JSON is as before.
+        assert!(!t.to_json_line().contains("weight_version"));
+        let err = t.set_turn_versions(vec![Some("a".into())]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("1 weight versions for 2 assistant turns"),
+            "{err}"
+        );
+        t.set_turn_versions(vec![Some("step-0".into()), None])
+            .unwrap();
+        let versions: Vec<(Role, Option<&str>)> = t
+            .turns
+            .iter()
+            .map(|turn| (turn.role, turn.weight_version.as_deref()))
+            .collect();
+        assert_eq!(
+            versions,
+            [
+                (Role::Assistant, Some("step-0")),
+                (Role::Tool, None),
+                (Role::Assistant, None)
+            ]
+        );
+        let back = Trajectory::from_json_line(&t.to_json_line()).unwrap();
+        assert_eq!(back, t);
     }
 
     #[test]

@@ -141,6 +141,10 @@ pub struct RolloutConfig {
     /// trajectories are then the same whatever `max_batch` and chunking (up to float rounding).
     #[serde(default)]
     pub per_rollout_seeds: bool,
+    /// The weight version of the policy, stamped on every assistant turn
+    /// ([`Turn::weight_version`](rstar_episode::Turn::weight_version)); `None` stamps nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_version: Option<String>,
 }
 
 impl RolloutConfig {
@@ -154,6 +158,7 @@ impl RolloutConfig {
             max_batch: 0,
             eos: Vec::new(),
             per_rollout_seeds: false,
+            weight_version: None,
         }
     }
 }
@@ -393,7 +398,7 @@ fn rollout_from(
         .zip(prompts.iter().flat_map(|p| std::iter::repeat_n(p, samples)))
     {
         let mut verdict = None;
-        let t = e.finish_scored(|text| {
+        let mut t = e.finish_scored(|text| {
             let v = rstar_verifier::verify(text, &p.answer);
             let score = match &v {
                 Ok(v) => Score {
@@ -410,6 +415,14 @@ fn rollout_from(
         })?;
         if let Some(Err(err)) = verdict {
             return Err(err.into());
+        }
+        if let Some(v) = &config.weight_version {
+            let n = t
+                .turns
+                .iter()
+                .filter(|turn| turn.role == rstar_episode::episode::Role::Assistant)
+                .count();
+            t.set_turn_versions(vec![Some(v.clone()); n])?;
         }
         trajectories.push(t);
     }

@@ -523,6 +523,11 @@ pub struct ScheduleConfig {
     /// ([`Dispatcher::load_refresh`]); 0 (the default): only at the start.
     #[serde(default)]
     pub load_refresh_ms: u64,
+    /// Keep the generators' per-token log-probabilities in each trajectory's `token_logprobs`
+    /// (when every turn reported them), without the entropies and texts of `record_entropy`:
+    /// the behaviour log-probs that rollout correction weighs the loss with.
+    #[serde(default)]
+    pub keep_logprobs: bool,
 }
 
 impl ScheduleConfig {
@@ -538,6 +543,7 @@ impl ScheduleConfig {
             record_entropy: false,
             verifier: rstar_verifier::Mode::Integer,
             load_refresh_ms: 0,
+            keep_logprobs: false,
         }
     }
 }
@@ -592,8 +598,8 @@ struct Slot<T: TextTokenizer> {
     /// The generator's log-probability of each kept assistant token, while every turn has
     /// reported them (`None` from the first turn that did not).
     logprobs: Option<Vec<f32>>,
-    /// The weight versions that wrote the turns, in the order met.
-    versions: Vec<String>,
+    /// The weight version that wrote each assistant turn, in order.
+    turn_versions: Vec<Option<String>>,
     /// The rollout's number and its problem's ground truth (what remote verification sends).
     rollout: usize,
     truth: String,
@@ -734,11 +740,7 @@ impl<T: TextTokenizer + Send + 'static> Engine for EngineAdapter<T> {
             let kept = sample.tokens[..sample.tokens.len().min(max_tokens)].to_vec();
             let mut slot = shared.slot(request.rollout)?;
             let before = shared.response_len(slot.ep()?);
-            if let Some(v) = &sample.weight_version
-                && !slot.versions.contains(v)
-            {
-                slot.versions.push(v.clone());
-            }
+            let version = sample.weight_version.clone();
             let sample_len = sample.tokens.len();
             let turn_logprobs =
                 (sample.logprobs.len() == sample_len).then(|| sample.logprobs.clone());
@@ -762,6 +764,8 @@ impl<T: TextTokenizer + Send + 'static> Engine for EngineAdapter<T> {
             } else {
                 slot.ep_mut()?.push_assistant_ids(&sample.tokens)?
             };
+            // Every pushed assistant turn is one turn of the trajectory.
+            slot.turn_versions.push(version);
             // The generator's log-probs of the tokens the episode kept: it keeps as many of
             // the sampled ids as its budget has room for.
             let added = sample_len.min(shared.max_response.saturating_sub(before));
@@ -943,7 +947,7 @@ where
                 counted: false,
                 with_stats: None,
                 logprobs: Some(Vec::new()),
-                versions: Vec::new(),
+                turn_versions: Vec::new(),
                 rollout: slots.len(),
                 truth: p.answer.clone(),
             }));
@@ -1050,8 +1054,23 @@ where
             t.strip_token_stats();
         }
         let assistant_tokens = t.assistant_token_count();
-        engine_logprobs.push(slot.logprobs.take().filter(|l| l.len() == assistant_tokens));
-        weight_versions.push((!slot.versions.is_empty()).then(|| slot.versions.join(",")));
+        let logprobs = slot.logprobs.take().filter(|l| l.len() == assistant_tokens);
+        if config.keep_logprobs
+            && t.token_logprobs.is_empty()
+            && let Some(l) = &logprobs
+        {
+            t.token_logprobs = l.clone();
+        }
+        engine_logprobs.push(logprobs);
+        let turn_versions = std::mem::take(&mut slot.turn_versions);
+        let mut met: Vec<&str> = Vec::new();
+        for v in turn_versions.iter().flatten() {
+            if !met.contains(&v.as_str()) {
+                met.push(v);
+            }
+        }
+        weight_versions.push((!met.is_empty()).then(|| met.join(",")));
+        t.set_turn_versions(turn_versions)?;
         trajectories.push(t);
     }
     Ok(ScheduledOutput {

@@ -1331,6 +1331,22 @@ impl TrainConfig {
                 );
             }
         }
+        // The trainer applies the correction per micro-batch, against the step's global token
+        // counts: per-token and per-sequence weights come out as verl's whole-batch ones, but
+        // rejection changes those counts and batch normalisation needs the whole batch first.
+        let correction = &self.rl.grpo.rollout_correction;
+        if correction.rollout_rs.is_some() {
+            return bad(
+                "rl.grpo.rollout_correction.rollout_rs",
+                "rejection sampling is not applied by the trainer yet (it changes the step's token counts before the update, which needs the step split into collect and train, issue #63); use importance weights: rollout_is token or sequence, truncated (a number) or masked (lower_upper)".into(),
+            );
+        }
+        if correction.rollout_is_batch_normalize {
+            return bad(
+                "rl.grpo.rollout_correction.rollout_is_batch_normalize",
+                "is not applied by the trainer yet: it divides by the mean weight of the whole batch, and the loss runs per micro-batch (issue #63)".into(),
+            );
+        }
         if self.rl.pool_size < self.rl.prompts_per_step {
             return bad(
                 "rl.pool_size",

@@ -45,7 +45,7 @@ use rstar_episode::episode::Trajectory;
 use rstar_policy::Sampling;
 
 use super::config::{PublishLora, PublishVia};
-use super::optim::{MICRO_BATCH_TOKENS, micro_batches, pack, packed, sequence_row};
+use super::optim::{MICRO_BATCH_TOKENS, micro_batches, pack, packed, sequence_row, shifted_values};
 
 /// The remote engines of a run and what they serve.
 #[derive(Debug)]
@@ -488,6 +488,7 @@ impl RemoteRollouts {
         stop_strings: &[String],
         temperature: f32,
         version: &str,
+        need_logprobs: bool,
     ) -> Result<Vec<Arc<dyn TurnGenerator>>, Error> {
         self.alive()
             .into_iter()
@@ -506,6 +507,7 @@ impl RemoteRollouts {
                     engine,
                     expected: version.to_string(),
                     kind,
+                    need_logprobs,
                 }) as Arc<dyn TurnGenerator>)
             })
             .collect()
@@ -539,11 +541,13 @@ fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// A remote engine whose turns must come from the published weights.
+/// A remote engine whose turns must come from the published weights, and carry one log-prob
+/// per token when the loss corrects with them.
 struct Checked {
     engine: RemoteEngine,
     expected: String,
     kind: EngineKind,
+    need_logprobs: bool,
 }
 
 impl TurnGenerator for Checked {
@@ -577,9 +581,36 @@ impl TurnGenerator for Checked {
                 sample.weight_version.as_deref(),
                 &self.expected,
             )?;
+            if self.need_logprobs {
+                check_logprobs(
+                    &self.engine.name(),
+                    self.kind,
+                    sample.tokens.len(),
+                    sample.logprobs.len(),
+                )?;
+            }
             Ok(sample)
         })
     }
+}
+
+/// Whether a turn carries one log-prob per token, as the rollout correction needs.
+///
+/// # Errors
+/// A turn without them, naming the engine and the setting that needs them.
+pub fn check_logprobs(
+    engine: &str,
+    kind: EngineKind,
+    tokens: usize,
+    logprobs: usize,
+) -> Result<(), String> {
+    if logprobs == tokens {
+        return Ok(());
+    }
+    Err(format!(
+        "{engine}: the {} server returned {logprobs} log-probs for a turn of {tokens} tokens; the rollout correction (rl.grpo.rollout_correction, --rollout-correction) weighs each token by the engine's log-prob, so it needs one per token id (a server that omits `logprobs`, or returns text the trainer re-tokenises, cannot serve it: turn the correction off)",
+        kind.name()
+    ))
 }
 
 /// Whether a turn's reported weight version is the published one (vLLM reports none).
@@ -638,11 +669,17 @@ pub fn logprob_gap(
             .try_to_vec::<f32>()
             .unwrap_or_default();
         for (k, &i) in part.iter().enumerate() {
-            let (ids, w) = &seqs[i];
-            let mine = (1..ids.len())
-                .filter(|&j| w[j] == 1.0)
-                .map(|j| values.get(k * (len - 1) + j - 1).copied());
-            for (a, b) in mine.zip(theirs[i]) {
+            let w = &seqs[i].1;
+            // The engine's values on the trainer's shifted grid (one aligner for the gap and
+            // the rollout correction, `optim::shifted_values`).
+            let Some(grid) = shifted_values(w, theirs[i], len) else {
+                continue;
+            };
+            for (c, b) in grid.iter().enumerate() {
+                if !w.get(c + 1).is_some_and(|&x| x > 0.0) {
+                    continue;
+                }
+                let a = values.get(k * (len - 1) + c).copied();
                 let d = a.map_or(f64::INFINITY, |a| f64::from((a - b).abs()));
                 max = max.max(d);
                 sum += d;
@@ -676,6 +713,19 @@ mod tests {
         // A version vLLM does report is still checked.
         assert!(check_version("e", EngineKind::Vllm, Some("x"), "step-3").is_err());
         assert_eq!(weight_version(0), "step-0");
+    }
+
+    #[test]
+    fn turns_without_a_log_prob_per_token_are_refused_for_the_correction() {
+        assert!(check_logprobs("e", EngineKind::Vllm, 5, 5).is_ok());
+        assert!(check_logprobs("e", EngineKind::Rstar, 0, 0).is_ok());
+        let none = check_logprobs("http://e:1", EngineKind::Vllm, 5, 0).unwrap_err();
+        assert!(
+            none.contains("http://e:1")
+                && none.contains("0 log-probs for a turn of 5 tokens")
+                && none.contains("rl.grpo.rollout_correction"),
+            "{none}"
+        );
     }
 
     #[test]

@@ -83,6 +83,7 @@ pub fn evaluate_with(
         max_batch: options.max_batch,
         eos: Vec::new(),
         per_rollout_seeds: false,
+        weight_version: None,
     };
     let sample = |temperature: f64| {
         let config = RolloutConfig {

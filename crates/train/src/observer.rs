@@ -76,8 +76,22 @@ pub fn rl_line(record: &rl::StepRecord) -> String {
             l.p50_ms, l.p99_ms, l.max_ms
         )
     });
+    // The rollout correction, when on: its mean weight and the engine–trainer KL.
+    let corr = |k: &str| {
+        record
+            .rollout_corr
+            .get(&format!("rollout_corr/{k}"))
+            .copied()
+    };
+    let correction = match (corr("rollout_is_mean"), corr("kl")) {
+        (Some(mean), Some(kl)) => format!(
+            ", IS mean {mean:.3} (max {:.3}) rollout kl {kl:.2e}",
+            corr("rollout_is_max").unwrap_or(f64::NAN)
+        ),
+        _ => String::new(),
+    };
     format!(
-        "rl step {} [{}]: reward {:.3}, kept {} of {}, tool errors {:.1}% ({:.1}% in successes){latency}, clip {:.3}, kl {:.4}, entropy {:.3}, {:.1}s ({phases}) -> {}",
+        "rl step {} [{}]: reward {:.3}, kept {} of {}, tool errors {:.1}% ({:.1}% in successes){latency}, clip {:.3}, kl {:.4}{correction}, entropy {:.3}, {:.1}s ({phases}) -> {}",
         record.step,
         record.stage_name,
         record.all.accuracy,

@@ -278,6 +278,42 @@ pub fn pack(rows: &[(&[u32], &[f32])], device: &Device) -> (Tensor<2, Int>, Tens
     (tokens, mask, len)
 }
 
+/// Per-token values of one row that the engines report per weighted token (the k-th value for
+/// the row's k-th token with weight > 0: an engine's log-probs of the assistant tokens) on the
+/// shifted grid of [`pack`], `len − 1` columns: column `j − 1` holds token `j`'s value, as the
+/// mask's column `j − 1` weighs the prediction of token `j`; 0 where the weight is 0 and past
+/// the row. A weighted token 0 (a row without a prompt) has no column: its value is dropped.
+/// `None` unless there is one value per weighted token.
+pub fn shifted_values(weights: &[f32], values: &[f32], len: usize) -> Option<Vec<f32>> {
+    let weighted = weights.iter().filter(|&&w| w > 0.0).count();
+    if values.len() != weighted || weights.len() > len {
+        return None;
+    }
+    let mut out = vec![0.0f32; len.saturating_sub(1)];
+    let mut k = 0;
+    for (j, &w) in weights.iter().enumerate() {
+        if w > 0.0 {
+            if j >= 1 {
+                out[j - 1] = values[k];
+            }
+            k += 1;
+        }
+    }
+    Some(out)
+}
+
+/// The values of a shifted row (`len − 1` columns, as [`pack`] lays out a row's predictions)
+/// at the row's weighted tokens from token 1 on, in order: [`shifted_values`]'s inverse.
+pub fn unshifted_values(weights: &[f32], shifted: &[f32]) -> Vec<f32> {
+    weights
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, w)| **w > 0.0)
+        .map(|(j, _)| shifted[j - 1])
+        .collect()
+}
+
 /// Padded tokens (rows × longest row) per micro-batch of the update.
 pub const MICRO_BATCH_TOKENS: usize = 8192;
 
@@ -328,6 +364,32 @@ pub(crate) fn packed<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_values_land_on_the_shifted_grid_of_their_tokens() {
+        // Two prompt tokens, assistant, assistant, tool, tool, assistant; packed to 8.
+        let w = [0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0];
+        let grid = shifted_values(&w, &[-1.0, -2.0, -3.0], 8).unwrap();
+        assert_eq!(grid, vec![0.0, -1.0, -2.0, 0.0, 0.0, -3.0, 0.0]);
+        // The mask pack lays out weighs exactly those columns.
+        let ids = [5u32; 7];
+        let (_, mask, len) = pack(&[(&ids[..], &w[..]), (&ids[..1], &w[..1])], &Device::flex());
+        assert_eq!(len, 7);
+        let mask: Vec<f32> = mask.into_data().iter::<f32>().collect();
+        let grid = shifted_values(&w, &[-1.0, -2.0, -3.0], len).unwrap();
+        for (c, m) in mask[..6].iter().enumerate() {
+            assert_eq!(*m != 0.0, grid[c] != 0.0, "column {c}");
+        }
+        assert_eq!(unshifted_values(&w, &grid), vec![-1.0, -2.0, -3.0]);
+        // One value per weighted token, or none.
+        assert_eq!(shifted_values(&w, &[-1.0, -2.0], 8), None);
+        // A weighted first token has no column: its value is dropped, the rest stay in place.
+        let w0 = [1.0, 1.0, 0.0, 1.0];
+        assert_eq!(
+            shifted_values(&w0, &[-9.0, -1.0, -2.0], 4).unwrap(),
+            vec![-1.0, 0.0, -2.0]
+        );
+    }
 
     #[test]
     fn warmup_then_cosine_by_hand() {

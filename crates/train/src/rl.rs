@@ -29,7 +29,10 @@ use rstar_scheduler::{DispatchPolicy, KvRetention};
 use super::config::{RlOptions, RocOptions, RolloutDriver};
 use super::engines::{RemoteRollouts, logprob_gap, weight_version};
 pub use super::optim::{MICRO_BATCH_TOKENS, micro_batches};
-use super::optim::{clip_global_norm, pack, packed, rl_learning_rate, sequence_row};
+use super::optim::{
+    clip_global_norm, pack, packed, rl_learning_rate, sequence_row, shifted_values,
+    unshifted_values,
+};
 use crate::error::Error;
 use rstar_engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
 use rstar_episode::episode::{Limits, Trajectory};
@@ -107,6 +110,10 @@ pub struct StepRecord {
     pub equal_reward_groups: usize,
     /// RoC and equal-reward metrics, named as the reference names them.
     pub roc_metrics: BTreeMap<String, f64>,
+    /// The rollout correction's metrics over the kept tokens, named as verl names them
+    /// (`rollout_corr/rollout_is_mean`, `rollout_corr/kl`, …); absent when it is off.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rollout_corr: BTreeMap<String, f64>,
     /// Fraction of tokens where the ratio was clipped (last mini-batch).
     pub clip_frac: f32,
     /// Mean `old_logp − logp` (verl's `ppo_kl`, last mini-batch).
@@ -407,6 +414,7 @@ pub fn step_on(
         kept: TrajectoryStats::of(&kept_trajectories),
         equal_reward_groups,
         roc_metrics,
+        rollout_corr: u.correction,
         clip_frac: u.clip_frac,
         ppo_kl: u.ppo_kl,
         entropy: u.entropy,
@@ -464,11 +472,21 @@ fn step_rollouts(
 ) -> Result<StepRollouts, Error> {
     let o = inputs.options;
     let samples = o.roc.rollouts(o.group_size);
+    // The rollout correction weighs the loss with the engines' own log-probs: keep them on
+    // the trajectories, and refuse engines that do not report them.
+    let keep_logprobs = !o.grpo.rollout_correction.is_off();
+    // The version of the weights that roll out: the policy after `step − 1` RL steps.
+    let local_version = weight_version(inputs.step.saturating_sub(1));
     match (o.rollout_driver, async_tools, remote) {
         (RolloutDriver::Scheduled, Some(tools), Some((remote, version))) => {
             let stops = stop_strings(inputs.template);
             let alive = remote.alive();
-            let generators = remote.generators(&stops, inputs.stage.temperature as f32, version)?;
+            let generators = remote.generators(
+                &stops,
+                inputs.stage.temperature as f32,
+                version,
+                keep_logprobs,
+            )?;
             let names: Vec<String> = alive.iter().map(|&i| remote.urls()[i].clone()).collect();
             let out = run_scheduled_blocking(
                 generators,
@@ -480,6 +498,7 @@ fn step_rollouts(
                     // Polled in the background: free KV that other clients take or give
                     // back during the step.
                     load_refresh_ms: (o.load_refresh_secs * 1000.0).round() as u64,
+                    keep_logprobs,
                     ..schedule_config(inputs.template, inputs.stage, step_seed, o.dispatch)
                 },
             )
@@ -517,6 +536,8 @@ fn step_rollouts(
                 seed: step_seed,
                 engines: o.engines.count(),
                 dispatch: o.dispatch,
+                keep_logprobs,
+                weight_version: Some(&local_version),
             },
             tools,
         )
@@ -536,6 +557,7 @@ fn step_rollouts(
                 max_batch: o.max_batch,
                 eos: Vec::new(),
                 per_rollout_seeds: true,
+                weight_version: Some(local_version),
             };
             let output = rollout(policy, tokenizer, prompts, samples, &config, tools)?;
             Ok(StepRollouts {
@@ -572,7 +594,7 @@ fn select_kept(
 
 /// What [`update`] reports: the last mini-batch's entropy, clip fraction and KL, the mean
 /// loss and gradient norm over mini-batches, and the number of optimizer steps.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct UpdateMetrics {
     clip_frac: f32,
     ppo_kl: f32,
@@ -580,6 +602,9 @@ struct UpdateMetrics {
     pg_loss: f32,
     grad_norm: f64,
     updates: usize,
+    /// The rollout correction's metrics over the step's kept tokens (verl's names); empty
+    /// when it is off.
+    correction: BTreeMap<String, f64>,
 }
 
 /// The GRPO update on the kept trajectories: group advantages, then one optimizer step per
@@ -602,6 +627,7 @@ fn update(
     let groups: Vec<&str> = kept.iter().map(|t| t.id.as_str()).collect();
     let advantages = group_advantages(&rewards, &groups, &o.grpo.advantage)?;
     let rows: Vec<(Vec<u32>, Vec<f32>)> = kept.iter().map(sequence_row).collect();
+    let behaviour = behaviour_logprobs(kept, &o.grpo)?;
     let inner = policy.device();
     let n = rows.len();
     let per = n.div_ceil(o.mini_batches.min(n));
@@ -636,9 +662,11 @@ fn update(
     });
     // The same rates for every mini-batch of the step (the gains keep their ids).
     let lr = rl_learning_rate(&model, lr, o.gain_lr_multiplier);
+    // Per kept row, the old log-probs of its assistant tokens (for the correction's metrics).
+    let mut old_rows: Vec<Option<Vec<f32>>> = vec![None; n];
     for (c, parts) in micro.iter().enumerate() {
         let olds = olds.as_ref().map(|o| o[c].as_slice());
-        let Some((mut grads, b)) = mini_batch_gradients_threads(
+        let Some((mut grads, b, olds_seen)) = gradients(
             &model,
             &rows,
             parts,
@@ -646,10 +674,14 @@ fn update(
             olds,
             &o.grpo,
             o.threads,
+            behaviour.as_deref(),
         )?
         else {
             continue;
         };
+        for (i, values) in olds_seen {
+            old_rows[i] = Some(values);
+        }
         m.entropy = b.entropy;
         m.clip_frac = b.clip_frac;
         m.ppo_kl = b.ppo_kl;
@@ -660,7 +692,87 @@ fn update(
         model = optimizer.step(lr.clone(), model, grads);
         m.updates += 1;
     }
+    if let Some(behaviour) = &behaviour {
+        m.correction = step_correction_metrics(&o.grpo, &rows, behaviour, &old_rows)?;
+    }
     Ok((model, m))
+}
+
+/// With the rollout correction on, each kept trajectory's behaviour log-probs: the engine's,
+/// one per assistant token (`Trajectory::token_logprobs`, which every rollout path keeps when
+/// the correction is on). `None` when it is off.
+///
+/// # Errors
+/// A trajectory without one log-prob per assistant token, named.
+fn behaviour_logprobs<'a>(
+    kept: &'a [Trajectory],
+    grpo: &GrpoConfig,
+) -> Result<Option<Vec<&'a [f32]>>, Error> {
+    if grpo.rollout_correction.is_off() {
+        return Ok(None);
+    }
+    for t in kept {
+        let want = t.assistant_token_count();
+        if t.token_logprobs.len() != want {
+            return Err(Error::Grpo(rstar_grpo::GrpoError::Config {
+                field: "rollout_correction",
+                reason: format!(
+                    "trajectory {}#{} has {} engine log-probs for {want} assistant tokens; the rollout correction needs the engine's log-prob of every token it trains on",
+                    t.id,
+                    t.sample,
+                    t.token_logprobs.len()
+                ),
+            }));
+        }
+    }
+    Ok(Some(
+        kept.iter().map(|t| t.token_logprobs.as_slice()).collect(),
+    ))
+}
+
+/// verl's `rollout_corr/…` metrics over the whole step (its weights and means are per token
+/// or per row, so computing them once over every kept row is verl's whole-batch
+/// computation): the trainer's old log-probs against the engines', on each row's assistant
+/// tokens.
+fn step_correction_metrics(
+    grpo: &GrpoConfig,
+    rows: &[(Vec<u32>, Vec<f32>)],
+    behaviour: &[&[f32]],
+    old_rows: &[Option<Vec<f32>>],
+) -> Result<BTreeMap<String, f64>, Error> {
+    // The behaviour values of the tokens the loss sees (from token 1 on, as `unshifted_values`).
+    let engine: Vec<Vec<f32>> = rows
+        .iter()
+        .zip(behaviour)
+        .map(|((_, w), b)| {
+            let skip = usize::from(w.first().is_some_and(|&x| x > 0.0));
+            b[skip.min(b.len())..].to_vec()
+        })
+        .collect();
+    let cols = engine.iter().map(Vec::len).max().unwrap_or(0).max(1);
+    let n = rows.len();
+    let (mut old, mut rollout, mut mask) = (
+        vec![0.0f32; n * cols],
+        vec![0.0f32; n * cols],
+        vec![0.0f32; n * cols],
+    );
+    for (i, (e, o)) in engine.iter().zip(old_rows).enumerate() {
+        let Some(o) = o.as_ref().filter(|o| o.len() == e.len()) else {
+            continue;
+        };
+        for (k, (ev, ov)) in e.iter().zip(o).enumerate() {
+            rollout[i * cols + k] = *ev;
+            old[i * cols + k] = *ov;
+            mask[i * cols + k] = 1.0;
+        }
+    }
+    if !mask.iter().any(|&m| m != 0.0) {
+        return Ok(BTreeMap::new());
+    }
+    Ok(
+        rstar_grpo::rollout_correction(&grpo.rollout_correction, &old, &rollout, &mask, n, cols)?
+            .metrics,
+    )
 }
 
 /// What one mini-batch's loss reports.
@@ -714,6 +826,26 @@ pub fn mini_batch_gradients_threads(
     grpo: &GrpoConfig,
     threads: usize,
 ) -> Result<Option<(GradientsParams, MiniBatchMetrics)>, Error> {
+    Ok(
+        gradients(model, rows, parts, advantages, olds, grpo, threads, None)?
+            .map(|(grads, metrics, _)| (grads, metrics)),
+    )
+}
+
+/// [`mini_batch_gradients_threads`] with the rows' behaviour log-probs (one per weighted token,
+/// indexed as `rows`) when the rollout correction is on; then also the old log-probs each row's
+/// loss saw at its weighted tokens (from token 1 on), by row index.
+#[allow(clippy::too_many_arguments)] // reason: mini_batch_gradients_threads' inputs and the behaviour log-probs
+fn gradients(
+    model: &Qwen,
+    rows: &[(Vec<u32>, Vec<f32>)],
+    parts: &[Vec<usize>],
+    advantages: &[f32],
+    olds: Option<&[TensorData]>,
+    grpo: &GrpoConfig,
+    threads: usize,
+    behaviour: Option<&[&[f32]]>,
+) -> Result<GradientsOut, Error> {
     let all: Vec<usize> = parts.iter().flatten().copied().collect();
     let (tokens_total, sequences_total) = counts(&all, rows);
     if tokens_total == 0 {
@@ -724,10 +856,30 @@ pub fn mini_batch_gradients_threads(
         .with_num_sequences(sequences_total);
     // One micro-batch's gradient and its sums: entropy, clip fraction and KL weighted by its
     // tokens in the loss, and its share of the policy-gradient loss.
-    let part_grads = |model: &Qwen, m: usize| -> Result<(GradientsParams, [f64; 3], f32), Error> {
+    let part_grads = |model: &Qwen, m: usize| -> Result<PartOut, Error> {
         let part = &parts[m];
         let device = model.device();
         let (tokens, mask, len) = pack(&packed(part, rows), &device);
+        // The engines' log-probs on the loss's shifted grid (built only when correcting).
+        let rollout = match behaviour {
+            Some(b) => {
+                let mut grid = Vec::with_capacity(part.len() * (len - 1));
+                for &i in part {
+                    grid.extend(shifted_values(&rows[i].1, b[i], len).ok_or_else(|| {
+                        Error::Grpo(rstar_grpo::GrpoError::Length {
+                            field: "rollout_log_prob",
+                            expected: rows[i].1.iter().filter(|&&w| w > 0.0).count(),
+                            got: b[i].len(),
+                        })
+                    })?);
+                }
+                Some(Tensor::<2>::from_data(
+                    TensorData::new(grid, [part.len(), len - 1]),
+                    &device,
+                ))
+            }
+            None => None,
+        };
         let adv: Vec<f32> = part
             .iter()
             .flat_map(|&i| std::iter::repeat_n(advantages[i], len - 1))
@@ -736,7 +888,7 @@ pub fn mini_batch_gradients_threads(
         // Memory bounded in the vocabulary (`sequence_loss`: above `LOGIT_CHUNK_ELEMENTS`
         // logits, chunked with a closed-form backward), the entropy term included.
         let local = f64::from(mask.clone().sum().into_scalar::<f32>());
-        let (loss, (metrics, ent_sum)) = sequence_loss(model, tokens, |logp, ent| {
+        let (loss, (metrics, ent_sum, old_seen)) = sequence_loss(model, tokens, |logp, ent| {
             let old = match olds {
                 Some(olds) => Tensor::<2>::from_data(olds[m].clone(), &device),
                 None => logp.clone().detach(),
@@ -746,13 +898,31 @@ pub fn mini_batch_gradients_threads(
                     .sum()
                     .into_scalar::<f32>(),
             );
+            // The old log-probs on the host, for the step's correction metrics.
+            let old_seen: Option<Vec<f32>> = rollout
+                .is_some()
+                .then(|| old.to_data().iter::<f32>().collect());
             let mut loss_inputs = PolicyLossInputs::new(logp, old, adv, mask);
             if grpo.entropy_coeff != 0.0 {
                 loss_inputs = loss_inputs.with_entropy(ent);
             }
+            if let Some(rollout) = rollout {
+                loss_inputs = loss_inputs.with_rollout_log_prob(rollout);
+            }
             let out = policy_loss(grpo, loss_inputs, &global)?;
-            Ok::<_, rstar_grpo::GrpoError>((out.loss, (out.metrics, ent_sum)))
+            Ok::<_, rstar_grpo::GrpoError>((out.loss, (out.metrics, ent_sum, old_seen)))
         })?;
+        let old_seen: Vec<(usize, Vec<f32>)> = match old_seen {
+            Some(grid) => part
+                .iter()
+                .enumerate()
+                .map(|(k, &i)| {
+                    let row = &grid[k * (len - 1)..(k + 1) * (len - 1)];
+                    (i, unshifted_values(&rows[i].1, row))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         let sums = [
             ent_sum,
             f64::from(metrics.clip_frac) * local,
@@ -762,21 +932,23 @@ pub fn mini_batch_gradients_threads(
             GradientsParams::from_grads(loss.backward(), model),
             sums,
             metrics.pg_loss,
+            old_seen,
         ))
     };
     // A thread's micro-batches, its gradients summed.
-    let run = |model: &Qwen, ms: &[usize]| -> Result<(GradientsParams, [f64; 3], f32), Error> {
+    let run = |model: &Qwen, ms: &[usize]| -> PartResult {
         let mut accumulated = GradientsAccumulator::<Qwen>::new();
-        let (mut sums, mut pg_loss) = ([0.0f64; 3], 0.0f32);
+        let (mut sums, mut pg_loss, mut seen) = ([0.0f64; 3], 0.0f32, Vec::new());
         for &m in ms {
-            let (grads, s, pg) = part_grads(model, m)?;
+            let (grads, s, pg, old_seen) = part_grads(model, m)?;
             accumulated.accumulate(model, grads);
             for (a, b) in sums.iter_mut().zip(s) {
                 *a += b;
             }
             pg_loss += pg;
+            seen.extend(old_seen);
         }
-        Ok((accumulated.grads(), sums, pg_loss))
+        Ok((accumulated.grads(), sums, pg_loss, seen))
     };
     let groups = super::optim::deal((0..parts.len()).collect(), threads);
     let results: Vec<PartResult> = if groups.len() <= 1 {
@@ -785,14 +957,15 @@ pub fn mini_batch_gradients_threads(
         super::optim::on_forks(model, &groups, &|m: &Qwen, ms: &Vec<usize>| run(m, ms))
     };
     let mut accumulated = GradientsAccumulator::<Qwen>::new();
-    let (mut sums, mut pg_loss) = ([0.0f64; 3], 0.0f32);
+    let (mut sums, mut pg_loss, mut seen) = ([0.0f64; 3], 0.0f32, Vec::new());
     for result in results {
-        let (grads, s, pg) = result?;
+        let (grads, s, pg, old_seen) = result?;
         accumulated.accumulate(model, grads);
         for (a, b) in sums.iter_mut().zip(s) {
             *a += b;
         }
         pg_loss += pg;
+        seen.extend(old_seen);
     }
     let total = tokens_total as f64;
     Ok(Some((
@@ -803,12 +976,20 @@ pub fn mini_batch_gradients_threads(
             clip_frac: (sums[1] / total) as f32,
             ppo_kl: (sums[2] / total) as f32,
         },
+        seen,
     )))
 }
 
-/// Micro-batches' gradient, their entropy, clip-fraction and KL sums weighted by tokens in the
-/// loss, and their share of the policy-gradient loss.
-type PartResult = Result<(GradientsParams, [f64; 3], f32), Error>;
+/// One micro-batch's gradient, its entropy, clip-fraction and KL sums weighted by tokens in the
+/// loss, its share of the policy-gradient loss, and (correcting) its rows' old log-probs.
+type PartOut = (GradientsParams, [f64; 3], f32, Vec<(usize, Vec<f32>)>);
+
+/// Micro-batches' [`PartOut`]s summed.
+type PartResult = Result<PartOut, Error>;
+
+/// A mini-batch's gradient and metrics, and (correcting) its rows' old log-probs; `None` when no
+/// token is in the loss.
+type GradientsOut = Option<(GradientsParams, MiniBatchMetrics, Vec<(usize, Vec<f32>)>)>;
 
 /// Tokens in the loss (next-token positions [`pack`] keeps) and sequences with at least one.
 fn counts(chunk: &[usize], rows: &[(Vec<u32>, Vec<f32>)]) -> (usize, usize) {
@@ -852,6 +1033,11 @@ pub struct ScheduledRollout<'a> {
     pub engines: usize,
     /// How rollouts are assigned to engines.
     pub dispatch: DispatchPolicy,
+    /// Keep the engines' per-token log-probs on the trajectories
+    /// ([`ScheduleConfig::keep_logprobs`]).
+    pub keep_logprobs: bool,
+    /// The engines' weight version, stamped on every assistant turn (`None`: `default`).
+    pub weight_version: Option<&'a str>,
 }
 
 /// Rolls out `samples` episodes of every prompt through
@@ -902,6 +1088,9 @@ fn scheduled_rollout_with_stats(
             config.max_batch = per_engine;
             config.kv_capacity = config.kv_capacity.max(per_engine as u64 * budget);
             config.name = format!("train-{i}");
+            if let Some(v) = options.weight_version {
+                config.weight_version = v.to_string();
+            }
             Arc::new(LocalEngine::spawn(
                 policy.clone(),
                 tokenizer.clone(),
@@ -910,12 +1099,15 @@ fn scheduled_rollout_with_stats(
         })
         .collect();
     let names: Vec<String> = generators.iter().map(|g| g.name()).collect();
-    let config = schedule_config(
-        options.template,
-        options.stage,
-        options.seed,
-        options.dispatch,
-    );
+    let config = ScheduleConfig {
+        keep_logprobs: options.keep_logprobs,
+        ..schedule_config(
+            options.template,
+            options.stage,
+            options.seed,
+            options.dispatch,
+        )
+    };
     let out = run_scheduled_blocking(
         generators,
         SharedTokenizer(Arc::new(tokenizer.clone())),
@@ -953,6 +1145,7 @@ fn schedule_config(
         record_entropy: false,
         verifier: rstar_verifier::Mode::Integer,
         load_refresh_ms: 0,
+        keep_logprobs: false,
     }
 }
 
@@ -1007,6 +1200,7 @@ pub fn hard_problems(
         max_batch: check.max_batch,
         eos: Vec::new(),
         per_rollout_seeds: true,
+        weight_version: None,
     };
     let mut hard = Vec::new();
     rollout_chunked(

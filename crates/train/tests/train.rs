@@ -6,6 +6,7 @@ mod train {
     mod chat_sft;
     mod common;
     mod config;
+    mod correction;
     mod hf;
     mod rl;
     mod rollout;

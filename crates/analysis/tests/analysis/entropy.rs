@@ -169,6 +169,7 @@ fn a_tool_turn_after_a_tool_turn_is_not_confused_for_assistant_text() {
             text: String::new(),
             start: 0,
             len: 0,
+            weight_version: None,
         },
     );
     t.validate().unwrap();

@@ -246,3 +246,66 @@ fn the_paper_presets_resolved_config_warms_up_and_bounds_generation() {
     assert_eq!((config.rl.warmup_steps, config.rl.max_batch), (20, 64));
     assert_eq!(config.rl.roc, rstar_agent::train::RocOptions::paper());
 }
+
+#[test]
+fn issue_62_the_rollout_correction_flags_set_verl_s_keys() {
+    use rstar_agent::grpo::{IsThreshold, RolloutIs};
+    let (ok, stdout, stderr) = rstar(&["train", "--preset", "smoke", "--dry-run"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        !stdout.contains("rollout_correction"),
+        "off by default: {stdout}"
+    );
+    for (args, level, threshold, json) in [
+        (
+            &["--rollout-correction", "token"][..],
+            RolloutIs::Token,
+            IsThreshold::Truncate(2.0),
+            r#""rollout_is_threshold": 2.0"#,
+        ),
+        (
+            &[
+                "--rollout-correction",
+                "sequence",
+                "--rollout-is-threshold",
+                "0.5_2.0",
+            ],
+            RolloutIs::Sequence,
+            IsThreshold::Mask {
+                lower: 0.5,
+                upper: 2.0,
+            },
+            r#""rollout_is_threshold": "0.5_2""#,
+        ),
+    ] {
+        let mut all = vec!["train", "--preset", "smoke", "--dry-run"];
+        all.extend_from_slice(args);
+        let (ok, stdout, stderr) = rstar(&all);
+        assert!(ok, "{stderr}");
+        assert!(stdout.contains(json), "{stdout}");
+        let config: TrainConfig = serde_json::from_str(&stdout).unwrap();
+        let c = config.rl.grpo.rollout_correction;
+        assert_eq!(
+            (c.rollout_is, c.rollout_is_threshold),
+            (Some(level), threshold)
+        );
+    }
+    // Truncation at or below 1 is refused with the key named; a threshold alone too.
+    let (ok, _, stderr) = rstar(&[
+        "train",
+        "--rollout-correction",
+        "token",
+        "--rollout-is-threshold",
+        "1.0",
+        "--dry-run",
+    ]);
+    assert!(
+        !ok && stderr.contains("rollout_correction.rollout_is_threshold"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = rstar(&["train", "--rollout-is-threshold", "2.0", "--dry-run"]);
+    assert!(
+        !ok && stderr.contains("--rollout-correction token"),
+        "{stderr}"
+    );
+}

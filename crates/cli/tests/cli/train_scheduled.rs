@@ -220,6 +220,7 @@ fn resume_refuses_the_new_config_flags() {
         &["--rollout", "scheduled"][..],
         &["--engines", "2"],
         &["--record-entropy"],
+        &["--rollout-correction", "token"],
     ] {
         let mut args = vec!["train", "--resume", "/nonexistent/run"];
         args.extend_from_slice(flags);

@@ -21,6 +21,10 @@ pub struct ScriptGen {
     /// Every spec seen, for checks on seeds and budgets.
     pub seen: Arc<Mutex<Vec<TurnSpec>>>,
     pub kv: u64,
+    /// The log-prob of the token at each absolute context position (`None`: −0.25 each).
+    pub logprob: Option<Arc<dyn Fn(usize) -> f32 + Send + Sync>>,
+    /// The weight version of each turn (`None`: `v1` each).
+    pub version: Option<Arc<dyn Fn(u32) -> String + Send + Sync>>,
 }
 
 impl ScriptGen {
@@ -30,6 +34,8 @@ impl ScriptGen {
             calls: Arc::new(AtomicUsize::new(0)),
             seen: Arc::new(Mutex::new(Vec::new())),
             kv: 1 << 20,
+            logprob: None,
+            version: None,
         }
     }
 }
@@ -50,11 +56,16 @@ impl TurnGenerator for ScriptGen {
             let text = (self.script)(spec.rollout, spec.turn).unwrap_or_default();
             let tokens = ByteTokenizer.encode(&text);
             let n = tokens.len();
+            let logprobs = match &self.logprob {
+                Some(f) => (0..n).map(|k| f(spec.context.len() + k)).collect(),
+                None => vec![-0.25; n],
+            };
+            let version = self.version.as_ref().map_or("v1".into(), |f| f(spec.turn));
             Ok(TurnSample {
                 tokens,
-                logprobs: vec![-0.25; n],
+                logprobs,
                 entropies: vec![0.5; n],
-                weight_version: Some("v1".into()),
+                weight_version: Some(version),
             })
         })
     }

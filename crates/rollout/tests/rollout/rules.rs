@@ -10,7 +10,9 @@ use rstar_episode::toolcall::OutcomeKind;
 use rstar_rollout::Prompt;
 use rstar_rollout::scheduled::{ScheduleConfig, run_scheduled_blocking};
 
-use super::common::{Script, generators, tools};
+use rstar_engine::TurnGenerator;
+
+use super::common::{Script, ScriptGen, generators, tools};
 
 /// Runs one rollout of `problem` whose turn `t` is `turns[t]`; returns the trajectory and how
 /// many times the generator and the tools were called.
@@ -344,5 +346,76 @@ fn engine_logprobs_and_versions_cover_the_kept_assistant_tokens() {
         assert_eq!(out.weight_versions, [Some("v1".to_string())]);
         // Not kept in the trajectory itself without `record_entropy`.
         assert!(t.token_logprobs.is_empty());
+    }
+}
+
+#[test]
+fn issue_62_each_engine_log_prob_and_version_lands_on_its_own_token_and_turn() {
+    // The generator reports the log-prob −p/1024 for the token at absolute position p (exact in
+    // f32) and the version `w{turn}`; with `keep_logprobs` the trajectory keeps them, aligned
+    // with its assistant tokens, through a tool turn, a malformed call the episode answers itself
+    // and a last turn cut by the budget.
+    let mut cut = ScheduleConfig::compact(0);
+    cut.limits.max_response_tokens = 40;
+    cut.keep_logprobs = true;
+    let mut whole = ScheduleConfig::compact(0);
+    whole.keep_logprobs = true;
+    let cases = [
+        (
+            vec![
+                "<c>print(1)</c>",
+                "Now the answer is <answer>\\boxed{1}</answer>",
+            ],
+            cut,
+        ),
+        (
+            vec!["<c>print(1)</answer>", "<answer>\\boxed{42}</answer>"],
+            whole,
+        ),
+    ];
+    for (turns, config) in cases {
+        let owned: Vec<String> = turns.iter().map(|s| s.to_string()).collect();
+        let script: Script = Arc::new(move |_, turn| owned.get(turn as usize).cloned());
+        let mut generator = ScriptGen::new(script);
+        generator.logprob = Some(Arc::new(|p| -(p as f32) / 1024.0));
+        generator.version = Some(Arc::new(|turn| format!("w{turn}")));
+        let prompts = [Prompt::new("p", "What is 6*7?", "42")];
+        let out = run_scheduled_blocking(
+            vec![Arc::new(generator) as Arc<dyn TurnGenerator>],
+            ByteTokenizer,
+            tools(Arc::new(AtomicUsize::new(0))),
+            &prompts,
+            1,
+            &config,
+        )
+        .unwrap();
+        let t = &out.rollout.trajectories[0];
+        t.validate().unwrap();
+        let want: Vec<f32> = t
+            .loss_mask
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| **m == 1)
+            .map(|(j, _)| -((t.prompt_ids.len() + j) as f32) / 1024.0)
+            .collect();
+        assert_eq!(t.token_logprobs, want, "{turns:?}");
+        assert!(t.entropies.is_empty(), "only the log-probs are kept");
+        let versions: Vec<(Role, Option<&str>)> = t
+            .turns
+            .iter()
+            .map(|turn| (turn.role, turn.weight_version.as_deref()))
+            .collect();
+        let mut n = 0;
+        for (role, version) in &versions {
+            match role {
+                Role::Assistant => {
+                    assert_eq!(*version, Some(format!("w{n}").as_str()), "{versions:?}");
+                    n += 1;
+                }
+                Role::Tool => assert_eq!(*version, None, "{versions:?}"),
+            }
+        }
+        assert_eq!(n, 2, "{versions:?}");
+        assert_eq!(out.weight_versions, [Some("w0,w1".to_string())]);
     }
 }

@@ -94,6 +94,7 @@ fn a_rollout_that_reaches_the_models_context_ends_truncated() {
         max_batch: 0,
         eos: Vec::new(),
         per_rollout_seeds: false,
+        weight_version: None,
     };
     let tools = FnExecutor::new(|_: &ToolCall| ToolOutcome::code_judge(true, "", "6\n", "", 0.0));
     let out = rollout(&model, &tok, &prompts, 2, &config, &tools).unwrap();

@@ -39,18 +39,21 @@ fn roc_sees_calls_by_outcome_answers_and_turns() {
                 text: text.into(),
                 start: 0,
                 len: 1,
+                weight_version: None,
             },
             Turn {
                 role: Role::Tool,
                 text: "O:1".into(),
                 start: 1,
                 len: 1,
+                weight_version: None,
             },
             Turn {
                 role: Role::Assistant,
                 text: "<answer>1</answer><answer>".into(),
                 start: 2,
                 len: 1,
+                weight_version: None,
             },
         ],
         tool_calls: vec![
