@@ -319,7 +319,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let RunTools::Pool(pool, _) = &run_tools
         && !args.allow_missing_preload
     {
-        check_sandbox_modules(pool, &args.python)?;
+        crate::check_sandbox_modules(pool, &args.python)?;
     }
     let tools = run_tools.async_tools();
     let eval_options = EvalOptions {
@@ -422,42 +422,4 @@ fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {
     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     bar.set_style(style);
     Some(bar)
-}
-
-/// The modules the paper's Python tool is written against: model code imports them.
-const TOOL_MODULES: [&str; 2] = ["numpy", "sympy"];
-
-/// Runs one call in the sandbox that imports [`TOOL_MODULES`], so that an interpreter without
-/// them stops the command before any rollout (every `import numpy` would fail inside the
-/// rollouts, scored as the model's error), naming the module and `RSTAR_PYTHON`.
-fn check_sandbox_modules(
-    pool: &rstar_agent::toolenv::BlockingPool,
-    python: &std::path::Path,
-) -> anyhow::Result<()> {
-    let code = TOOL_MODULES
-        .iter()
-        .map(|m| format!("import {m}\n"))
-        .collect::<String>();
-    let result = pool.run(rstar_agent::toolenv::ToolCall::python(code, String::new()));
-    if result.success() {
-        return Ok(());
-    }
-    let missing: Vec<&str> = TOOL_MODULES
-        .iter()
-        .copied()
-        .filter(|m| result.stderr.contains(&format!("'{m}'")))
-        .collect();
-    let what = if missing.is_empty() {
-        format!(
-            "{} (stderr: {})",
-            TOOL_MODULES.join(" and "),
-            result.stderr.trim()
-        )
-    } else {
-        missing.join(" and ")
-    };
-    bail!(
-        "the sandbox's Python ({}) cannot import {what}, which model code imports: set RSTAR_PYTHON or --python to an interpreter that has numpy and sympy (`cargo xtask venv` makes target/venv/bin/python), or pass --allow-missing-preload to go on without them",
-        python.display()
-    )
 }

@@ -206,6 +206,44 @@ impl ConnectionArgs {
     }
 }
 
+/// The modules the paper's Python tool is written against: model code imports them.
+pub(crate) const TOOL_MODULES: [&str; 2] = ["numpy", "sympy"];
+
+/// Runs one call in the sandbox that imports [`TOOL_MODULES`], so that an interpreter without
+/// them stops the command before any rollout (every `import numpy` would fail inside the
+/// rollouts, scored as the model's error), naming the module and `RSTAR_PYTHON`.
+pub(crate) fn check_sandbox_modules(
+    pool: &rstar_agent::toolenv::BlockingPool,
+    python: &std::path::Path,
+) -> anyhow::Result<()> {
+    let code = TOOL_MODULES
+        .iter()
+        .map(|m| format!("import {m}\n"))
+        .collect::<String>();
+    let result = pool.run(rstar_agent::toolenv::ToolCall::python(code, String::new()));
+    if result.success() {
+        return Ok(());
+    }
+    let missing: Vec<&str> = TOOL_MODULES
+        .iter()
+        .copied()
+        .filter(|m| result.stderr.contains(&format!("'{m}'")))
+        .collect();
+    let what = if missing.is_empty() {
+        format!(
+            "{} (stderr: {})",
+            TOOL_MODULES.join(" and "),
+            result.stderr.trim()
+        )
+    } else {
+        missing.join(" and ")
+    };
+    anyhow::bail!(
+        "the sandbox's Python ({}) cannot import {what}, which model code imports: set RSTAR_PYTHON or --python to an interpreter that has numpy and sympy (`cargo xtask venv` makes target/venv/bin/python), or pass --allow-missing-preload to go on without them",
+        python.display()
+    )
+}
+
 /// A hint for a `--model` that is a run directory (`runs/tiny`) rather than a model in it: which
 /// checkpoint to give instead; empty otherwise.
 pub(crate) fn run_dir_hint(dir: &std::path::Path) -> String {

@@ -144,8 +144,13 @@ pub struct Args {
     pub rollout_correction: Option<CorrectionLevel>,
     /// The correction's threshold (`rollout_is_threshold`): a number for truncated IS (TIS,
     /// e.g. 2.0) or LOWER_UPPER for masked IS (IcePop, e.g. 0.5_2.0) [default: 2.0].
-    #[arg(long, value_name = "T|LOWER_UPPER")]
+    #[arg(long, value_name = "T")]
     pub rollout_is_threshold: Option<rstar_agent::grpo::IsThreshold>,
+    /// With `--data`: go on when the sandbox's Python cannot import numpy and sympy (what model
+    /// code on real problems imports); without it such an interpreter stops the run before
+    /// training.
+    #[arg(long)]
+    pub allow_missing_preload: bool,
     /// `--rollout scheduled`: `static`, `least-requests` or `kv-aware` [default: kv-aware].
     #[arg(long, value_name = "POLICY")]
     pub dispatch: Option<DispatchPolicy>,
@@ -518,6 +523,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             return Ok(());
         }
         config.validate()?;
+        // Real problems: model code imports numpy and sympy, so a sandbox Python without them
+        // stops the run before it trains on every `import` failing (the embedded tasks' code
+        // imports nothing).
+        if config.data.is_some() && config.tools.servers.is_empty() && !args.allow_missing_preload {
+            let pool = rstar_agent::train::start_pool(&rstar_agent::train::ToolOptions {
+                workers: 1,
+                ..config.tools.clone()
+            })
+            .context("starting the tool sandbox (set --python or RSTAR_PYTHON)")?;
+            crate::check_sandbox_modules(&pool, &config.tools.python)?;
+        }
         let out = args.out.clone().unwrap_or_else(|| {
             PathBuf::from("runs").join(match config.rl.roc.mode {
                 RocMode::Paper => config.preset.clone(),

@@ -787,17 +787,16 @@ pub fn rollout_correction(
         .map(|((o, r), m)| if *m != 0.0 { o - r } else { 0.0 })
         .collect();
     let mut metrics = CorrectionMetrics::new();
-    let weights = match config.rollout_is {
-        Some(level) => Some(is_weights(
+    let weights = config.rollout_is.map(|level| {
+        is_weights(
             &grid,
             &log_ratio,
             level,
             config.rollout_is_threshold,
             config.rollout_is_batch_normalize,
             &mut metrics,
-        )),
-        None => None,
-    };
+        )
+    });
     let criteria = config.criteria()?;
     let response_mask = if criteria.is_empty() {
         response_mask.to_vec()

@@ -28,6 +28,10 @@ pub enum Reason {
     /// The submission could not be run as given.
     #[serde(rename = "invalid_input")]
     InvalidInput,
+    /// The call wrote more than the sandbox's output cap and was killed (ours: code-judge has no
+    /// cap; the in-process sandbox gives the same reason).
+    #[serde(rename = "output_limit_exceeded")]
+    OutputLimitExceeded,
 }
 
 impl Reason {
@@ -39,6 +43,7 @@ impl Reason {
             Reason::QueueTimeout => "queue_timeout",
             Reason::InternalError => "internal_error",
             Reason::InvalidInput => "invalid_input",
+            Reason::OutputLimitExceeded => "output_limit_exceeded",
         }
     }
 }
@@ -573,6 +578,7 @@ mod tests {
             (Reason::QueueTimeout, "queue_timeout"),
             (Reason::InternalError, "internal_error"),
             (Reason::InvalidInput, "invalid_input"),
+            (Reason::OutputLimitExceeded, "output_limit_exceeded"),
         ] {
             assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{s}\""));
             assert_eq!(r.as_str(), s);

@@ -730,9 +730,12 @@ fn to_submission_result(
 ) -> SubmissionResult {
     let run_success = r.success();
     let success = run_success && expected.is_none_or(|e| r.stdout.trim() == e.trim());
+    // The in-process sandbox's reason (`ToolResult::reason`), so a call reads the same through
+    // the server as in process.
     let reason = match r.outcome {
         Outcome::Timeout => Reason::WorkerTimeout,
         Outcome::Internal => Reason::InternalError,
+        Outcome::Error if r.output_limited => Reason::OutputLimitExceeded,
         _ => Reason::None,
     };
     let stderr = match (&r.message, r.outcome) {
@@ -1417,6 +1420,14 @@ mod tests {
         assert!(!err.success && !err.run_success);
         let slow = to_submission_result("a".into(), &result(Outcome::Timeout, "", None), None);
         assert_eq!(slow.reason, Reason::WorkerTimeout);
+        // Issue #70: a call killed for its output says so, as in process.
+        let mut flood = result(Outcome::Error, "xxxx", None);
+        flood.output_limited = true;
+        let limited = to_submission_result("a".into(), &flood, None);
+        assert_eq!(
+            (limited.reason, limited.run_success, limited.reason.as_str()),
+            (Reason::OutputLimitExceeded, false, flood.reason())
+        );
         let broken = to_submission_result("a".into(), &ToolResult::internal("worker died"), None);
         assert_eq!(
             (broken.reason, broken.stderr.as_deref()),

@@ -363,6 +363,65 @@ fn eval_against_rstar_serve_matches_the_in_process_eval() {
     }
 }
 
+/// A bare virtualenv under `dir`, the standard library alone; its interpreter.
+fn bare_python(dir: &Path) -> std::path::PathBuf {
+    let bare = dir.join("bare");
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    bare.join("bin").join("python")
+}
+
+/// Issue 70: the same for `rstar train` on real problems (`--data`): stopped before training,
+/// unless `--allow-missing-preload` (here the run then fails for its own reason, an output path
+/// that is a file, after the check).
+#[test]
+fn a_sandbox_python_without_numpy_stops_a_run_on_real_data_unless_allowed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("model");
+    tiny_model(&model);
+    let data = tmp.path().join("one.jsonl");
+    std::fs::write(
+        &data,
+        "{\"id\": \"a\", \"problem\": \"What is 2+2?\", \"answer\": \"4\"}\n",
+    )
+    .unwrap();
+    let python = bare_python(tmp.path());
+    let taken = tmp.path().join("taken");
+    std::fs::write(&taken, "a file where the run directory would go").unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rstar"))
+            .args(["train", "--preset", "rstar2-agent", "--model"])
+            .arg(&model)
+            .arg("--data")
+            .arg(&data)
+            .arg("--python")
+            .arg(&python)
+            .arg("--out")
+            .arg(&taken)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stderr) = run(&[]);
+    assert!(
+        !ok && stderr.contains("cannot import numpy")
+            && stderr.contains("RSTAR_PYTHON")
+            && stderr.contains("--allow-missing-preload"),
+        "{stderr}"
+    );
+    let (ok, stderr) = run(&["--allow-missing-preload"]);
+    assert!(!ok, "{stderr}");
+    assert!(!stderr.contains("cannot import"), "{stderr}");
+}
+
 /// Issue 70: a sandbox interpreter without numpy and sympy stops `rstar eval` before any
 /// rollout, naming the modules and `RSTAR_PYTHON`, instead of failing every `import numpy`
 /// inside the rollouts; `--allow-missing-preload` goes on.
@@ -377,15 +436,7 @@ fn a_sandbox_python_without_numpy_stops_eval_unless_allowed() {
         "{\"id\": \"a\", \"problem\": \"What is 2+2?\", \"answer\": \"4\"}\n",
     )
     .unwrap();
-    // A bare virtualenv: the standard library alone.
-    let bare = tmp.path().join("bare");
-    let made = Command::new("python3")
-        .args(["-m", "venv", "--without-pip"])
-        .arg(&bare)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let python = bare.join("bin").join("python");
+    let python = bare_python(tmp.path());
     let args = |extra: &[&str]| {
         let mut a = vec![
             "eval".to_string(),

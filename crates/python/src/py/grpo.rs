@@ -41,7 +41,7 @@ fn matrix(arg: &str, obj: &Bound<'_, PyAny>) -> PyResult<(Vec<f32>, usize, usize
 /// A threshold as verl takes it: a number, or a string (`"0.5_2.0"`, `"0.5_2.0,0.3"`).
 fn threshold_text(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> {
     if obj.is_instance_of::<PyString>() {
-        return Ok(obj.extract::<String>()?);
+        return obj.extract::<String>();
     }
     number(what, obj).map(|v| v.to_string())
 }

@@ -285,6 +285,7 @@ impl ToolClient {
         let outcome = match r.reason {
             Reason::WorkerTimeout => "timeout",
             Reason::QueueTimeout | Reason::InternalError | Reason::InvalidInput => "internal",
+            Reason::OutputLimitExceeded => "error",
             Reason::None if !r.run_success => "error",
             Reason::None if stdout.is_empty() => "no_output",
             Reason::None => "output",
