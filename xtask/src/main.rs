@@ -8,6 +8,7 @@ mod chromium;
 mod ci;
 mod clients;
 mod engines;
+mod examples;
 mod snippets;
 mod train;
 mod util;
@@ -25,6 +26,7 @@ commands:
   eval ARGS         evaluate a model with the sandboxed tool (`rstar eval ARGS`, release build): avg@k, pass@k, tool stats
   ci                formatting, clippy with warnings denied, all tests (the tidy checks among them), the docs' snippets (what .ci/run calls)
   doc-snippets      build and run the docs' use-it-from-another-project snippets in a scratch project
+  cli-examples [--slow]  run every `sh` example of docs/cli.md as written, against runs/tiny (`--slow`: the training ones too, on runs of their own)
   bench NAME        run a benchmark against its peer, side by side (`cargo xtask bench` lists them)
   test-wgpu         install Mesa's lavapipe and run the policy's wgpu-vs-flex test on the CPU (slow)
   test-engines      RL steps with rollouts on a real vLLM (PyPI's CPU build, installed under target/vllm-venv) and rstar serve, tools on two rstar tools serve (slow, ~6 GB)
@@ -53,6 +55,7 @@ fn dispatch() -> Result<()> {
     match cmd.as_str() {
         "ci" => ci::run(&rest),
         "doc-snippets" => snippets::run(&rest),
+        "cli-examples" => examples::run(&rest),
         "train" => train::run(&rest),
         "eval" => train::eval(&rest),
         "bench" => bench::run(&rest),

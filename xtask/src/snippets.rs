@@ -40,19 +40,21 @@ fn pages(root: &Path) -> Result<Vec<String>> {
 
 /// A fenced block of a Markdown page.
 #[derive(Debug, Clone, PartialEq)]
-struct Block {
+pub(crate) struct Block {
     /// The info string (`rust`, `rust,ignore`, `toml`, …).
-    info: String,
+    pub(crate) info: String,
     /// The lines between the fences.
-    body: String,
+    pub(crate) body: String,
     /// The 1-based line of the opening fence.
-    line: usize,
+    pub(crate) line: usize,
     /// The reason given on the line above the fence (`<!-- snippet: … -->`), if any.
     reason: Option<String>,
+    /// The line above the fence, trimmed (where a block's annotation goes).
+    pub(crate) above: String,
 }
 
 /// The fenced blocks of a Markdown page.
-fn blocks(markdown: &str) -> Vec<Block> {
+pub(crate) fn blocks(markdown: &str) -> Vec<Block> {
     let mut out = Vec::new();
     let mut current: Option<Block> = None;
     let mut previous = "";
@@ -70,6 +72,7 @@ fn blocks(markdown: &str) -> Vec<Block> {
                     body: String::new(),
                     line: i + 1,
                     reason,
+                    above: previous.trim().to_string(),
                 });
             }
             (Some(_), Some(_)) => out.extend(current.take()),

@@ -1,0 +1,5 @@
+//! Integration tests of `rstar-http`: request heads timed by progress.
+
+mod http {
+    mod heads;
+}
