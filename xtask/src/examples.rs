@@ -199,7 +199,10 @@ pub fn run(args: &[String]) -> Result<()> {
             match outcome {
                 Ok(()) => eprintln!("ok    {PAGE}:{} ({secs:.1}s) {command}", example.line),
                 Err(e) => {
-                    eprintln!("FAIL  {PAGE}:{} ({secs:.1}s) {command}\n{e:#}", example.line);
+                    eprintln!(
+                        "FAIL  {PAGE}:{} ({secs:.1}s) {command}\n{e:#}",
+                        example.line
+                    );
                     failed.push(format!("{PAGE}:{}: {command}", example.line));
                 }
             }

@@ -48,16 +48,18 @@
 
 pub mod entropy;
 mod error;
-pub mod interval;
 pub mod plot;
 pub mod plots;
-pub mod records;
 pub mod report;
 pub mod tensorboard;
 
 use std::path::Path;
 
 pub use error::Error;
+/// The record types and the Wilson interval live in `rstar-episode` (so that the rollout
+/// drivers, which write them, need nothing of this crate); re-exported here under the names
+/// readers use.
+pub use rstar_episode::{interval, records};
 
 use rstar_episode::episode::Trajectory;
 

@@ -5,7 +5,10 @@
 //! character models; [`toolcall`] parses calls and renders tool responses in code-judge's
 //! layout; [`episode`] is the state machine a driver steps (generate, run tools, repeat) and the
 //! trajectory it records; [`Prompt`] is one problem to roll out. Tokenizers plug in through
-//! [`episode::TextTokenizer`].
+//! [`episode::TextTokenizer`]. [`records`] are the per-step and per-evaluation records the drivers
+//! and the trainer write (`metrics.jsonl`, `eval.jsonl`) and [`interval`] the Wilson interval
+//! their accuracies carry: here, so that the drivers that write them and the readers in
+//! `rstar-analysis` share them without depending on each other.
 //!
 //! It is **not** a driver, a model or a sandbox: it never generates text, never runs code and
 //! depends on no tensor library and no async runtime (serde and thiserror only). The drivers
@@ -32,7 +35,9 @@
 pub mod chat;
 pub mod episode;
 pub mod error;
+pub mod interval;
 pub mod prompt;
+pub mod records;
 pub mod template;
 pub mod toolcall;
 

@@ -74,7 +74,7 @@ pub fn reported_ks(n: usize) -> Vec<usize> {
 }
 
 /// One pass@k value; defined in `rstar-analysis`, which reads it back from `eval.jsonl`.
-pub use rstar_analysis::records::PassAtK;
+pub use rstar_episode::records::PassAtK;
 
 /// The results of one problem (one line of `results.jsonl`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -243,9 +243,9 @@ impl EvalReport {
             ("samples per problem".into(), s.samples.to_string()),
             (format!("avg@{}", s.samples), format!("{:.4}", s.avg_at_k)),
             (format!("avg@{} 95% interval", s.samples), {
-                // Wilson's over the problems (`rstar_analysis::interval` says why it covers
+                // Wilson's over the problems (`rstar_episode::interval` says why it covers
                 // avg@k).
-                let i = rstar_analysis::interval::Interval::wilson(s.avg_at_k, s.problems);
+                let i = rstar_episode::interval::Interval::wilson(s.avg_at_k, s.problems);
                 format!("[{:.4}, {:.4}]", i.lo, i.hi)
             }),
         ];
@@ -400,19 +400,14 @@ impl EvalProtocol {
     /// The paper's benchmarks as the reference evaluates them (`examples/aime_eval.sh` in
     /// microsoft/rStar: `data.max_response_length=30720`, `val_kwargs.n=16`): 30 720 response
     /// tokens, 16 samples a problem for avg@16 and pass@k; the turn limit of the last stage of
-    /// [`rstar_curriculum::CurriculumConfig::rstar2_agent`] (15); temperature 1.0 (the
-    /// rollout temperature: the script does not set one) and no top-p.
+    /// `rstar_curriculum::CurriculumConfig::rstar2_agent` (15, a test keeps them equal);
+    /// temperature 1.0 (the rollout temperature: the script does not set one) and no top-p.
     pub fn rstar2_agent() -> Self {
-        let curriculum = rstar_curriculum::CurriculumConfig::rstar2_agent();
-        let turns = curriculum
-            .stages
-            .last()
-            .map_or(15, |s| s.max_assistant_turns);
         EvalProtocol {
             name: "rstar2-agent".into(),
             samples: 16,
             max_response_tokens: 30_720,
-            max_assistant_turns: turns as usize,
+            max_assistant_turns: 15,
             temperature: 1.0,
             top_p: None,
         }
@@ -555,6 +550,13 @@ mod tests {
             (30_720, 15, 16)
         );
         assert_eq!((p.temperature, p.top_p), (1.0, None));
+        // The same turn limit as the curriculum's last stage (a dev-dependency: the crate
+        // itself needs nothing of the curriculum).
+        let last = rstar_curriculum::CurriculumConfig::rstar2_agent()
+            .stages
+            .last()
+            .map(|s| s.max_assistant_turns as usize);
+        assert_eq!(last, Some(p.max_assistant_turns));
         let err = EvalProtocol::by_name("tiny").unwrap_err().to_string();
         assert!(err.contains("preset"), "{err}");
     }

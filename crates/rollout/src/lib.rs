@@ -484,7 +484,7 @@ fn score_remotely<T: rstar_episode::episode::TextTokenizer>(
 
 /// Summary statistics of a set of trajectories (evaluation and RL metrics); defined in
 /// `rstar-analysis`, which reads them back from `metrics.jsonl` and `eval.jsonl`.
-pub use rstar_analysis::records::TrajectoryStats;
+pub use rstar_episode::records::TrajectoryStats;
 
 #[cfg(test)]
 mod tests {

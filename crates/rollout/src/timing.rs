@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use rstar_analysis::records::ToolLatency;
+pub use rstar_episode::records::ToolLatency;
 
 /// A shared, cheap-to-clone list of `(latency, run)` seconds, one pair a tool call, and the
 /// seconds those calls waited behind calls at their time limit where the tools can tell

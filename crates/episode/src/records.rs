@@ -5,7 +5,7 @@
 //! `rstar_rollout::TrajectoryStats` and `rstar_rollout::eval::PassAtK` are these types).
 //!
 //! ```
-//! use rstar_analysis::records::{EvalRow, TrajectoryStats};
+//! use rstar_episode::records::{EvalRow, TrajectoryStats};
 //!
 //! let line = r#"{"phase":"sft","rl_steps":0,"greedy":{"count":4,"accuracy":0.5,"response_len":90.0,"truncation_rate":0.0,"tool_calls":1.0,"tool_error_rate":0.25,"tool_error_rate_success":0.0,"answered":1.0},"sampled":null}"#;
 //! let row: EvalRow = serde_json::from_str(line).unwrap();
@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use rstar_episode::episode::Trajectory;
+use crate::episode::Trajectory;
 
 /// Summary statistics of a set of trajectories (evaluation and RL metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]

@@ -9,7 +9,7 @@
 //! second policy on a second set of problems would rank the same way.
 //!
 //! ```
-//! use rstar_analysis::interval::Interval;
+//! use rstar_episode::interval::Interval;
 //!
 //! // 95 of 100 correct: 95% [88.8, 97.8].
 //! let i = Interval::wilson(0.95, 100);
