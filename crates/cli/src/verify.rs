@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use rayon::prelude::*;
-use rstar_verifier::{Integer, Mode, Reason, Verdict, Verifier};
+use rstar_verifier::{Mode, Reason, ScoreMode, Verdict, Verifier};
 use serde::Serialize;
 
 /// Lines scored in parallel at a time; output is written chunk by chunk, in order.
@@ -47,19 +47,16 @@ pub struct Args {
     /// answers: fractions, surds, π, intervals, tuples, sets, matrices, text), choice (a letter
     /// A-J) or auto (each line by its own ground truth, as `verify serve`, `eval` and the Python
     /// API default to).
-    #[arg(long, default_value = "integer", value_parser = super::verify_serve::parse_mode)]
-    pub mode: super::verify_serve::Auto,
+    #[arg(long, default_value = "integer")]
+    pub mode: ScoreMode,
 }
 
+/// An output line: the line number, then the verdict's own JSON fields.
 #[derive(Serialize)]
 struct Line<'a> {
     line: usize,
-    reward: u8,
-    reason: Reason,
-    extracted: &'a Option<String>,
-    normalized: &'a Option<Integer>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    canonical: &'a Option<String>,
+    #[serde(flatten)]
+    verdict: &'a Verdict,
 }
 
 /// Scores one input line: the verdict, or why the line is malformed.
@@ -145,11 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         &mut out,
                         &Line {
                             line: n,
-                            reward: v.reward,
-                            reason: v.reason,
-                            extracted: &v.extracted,
-                            normalized: &v.normalized,
-                            canonical: &v.canonical,
+                            verdict: &v,
                         },
                     )?;
                     out.write_all(b"\n")?;
@@ -166,10 +159,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let scored: usize = counts.iter().sum();
     let right = counts[0];
     // The integer mode's summary line is unchanged; the others name their mode.
-    let mode = match args.mode.0 {
-        Some(Mode::Integer) => String::new(),
-        Some(m) => format!(" ({m} mode)"),
-        None => " (auto mode)".to_string(),
+    let mode = match args.mode {
+        ScoreMode::Fixed(Mode::Integer) => String::new(),
+        m => format!(" ({m} mode)"),
     };
     if scored == 0 {
         eprintln!("rstar verify{mode}: nothing scored, {skipped} skipped");

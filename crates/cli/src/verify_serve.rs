@@ -27,7 +27,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rayon::prelude::*;
-use rstar_verifier::{Error as VerifyError, Integer, Mode, Reason, Verdict, Verifier};
+use rstar_verifier::{Error as VerifyError, Integer, Mode, Reason, ScoreMode, Verdict, Verifier};
 use serde::{Deserialize, Serialize};
 
 /// The `rstar verify` subcommands.
@@ -53,8 +53,8 @@ pub struct ServeArgs {
     pub token: Option<String>,
     /// How `/get_reward` compares answers: auto (integer, choice or math, from each label),
     /// integer, math or choice. `/score` takes a `mode` field of its own.
-    #[arg(long, default_value = "auto", value_parser = parse_mode)]
-    pub mode: Auto,
+    #[arg(long, default_value = "auto")]
+    pub mode: ScoreMode,
     /// Compare literal integers only: do not evaluate `2^{10}`, `\frac{84}{2}`, ….
     #[arg(long)]
     pub no_expressions: bool,
@@ -63,30 +63,10 @@ pub struct ServeArgs {
     pub max_body_mb: usize,
 }
 
-/// A mode, or `auto`: each ground truth's own ([`Mode::detect`] on it alone).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Auto(pub(crate) Option<Mode>);
-
-impl Auto {
-    pub(crate) fn resolve(self, truth: &str) -> Mode {
-        self.0.unwrap_or_else(|| Mode::detect([truth]))
-    }
-}
-
-pub(crate) fn parse_mode(s: &str) -> Result<Auto, String> {
-    if s == "auto" {
-        Ok(Auto(None))
-    } else {
-        s.parse::<Mode>()
-            .map(|m| Auto(Some(m)))
-            .map_err(|_| format!("`{s}` is not one of auto, integer, math, choice"))
-    }
-}
-
 #[derive(Debug)]
 struct Service {
     verifier: Verifier,
-    mode: Auto,
+    mode: ScoreMode,
     token: Option<String>,
 }
 
@@ -132,6 +112,10 @@ struct ScoreRequest {
     mode: Option<String>,
 }
 
+/// A `/score` verdict: [`Verdict`]'s JSON form (as `rstar verify` writes it, `normalized` `null`
+/// when absent) with the mode used after `reason`, or `{"error": ...}` alone. Not
+/// [`rstar_verifier::Scored`], `/verify`'s form, which leaves out a `null` `normalized` and writes
+/// `reward` 0 beside an error: the two routes' answers stay as they were.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum Scored {
@@ -177,7 +161,7 @@ impl Service {
 
     fn score(
         &self,
-        mode: Auto,
+        mode: ScoreMode,
         response: &str,
         truth: &str,
     ) -> (Mode, Result<Verdict, VerifyError>) {
@@ -273,9 +257,9 @@ async fn score(
     )?;
     let mode = match request.mode.as_deref() {
         None => service.mode,
-        Some(m) => {
-            parse_mode(m).map_err(|e| Reject(StatusCode::BAD_REQUEST, format!("`mode`: {e}")))?
-        }
+        Some(m) => m
+            .parse()
+            .map_err(|e| Reject(StatusCode::BAD_REQUEST, format!("`mode`: {e}")))?,
     };
     let answers: Vec<String> = request.answers.into_iter().map(Label::into_text).collect();
     let responses = request.responses;
@@ -382,10 +366,21 @@ mod tests {
 
     #[test]
     fn auto_mode_follows_each_label() {
-        let auto = parse_mode("auto").unwrap();
-        assert_eq!(auto.resolve("12"), Mode::Integer);
-        assert_eq!(auto.resolve("\\frac{1}{2}"), Mode::Math);
-        assert_eq!(auto.resolve("C"), Mode::Choice);
-        assert!(parse_mode("exact").is_err());
+        let service = Service {
+            verifier: Verifier::new(),
+            mode: ScoreMode::Auto,
+            token: None,
+        };
+        assert_eq!(
+            service.score(service.mode, "\\boxed{12}", "12").0,
+            Mode::Integer
+        );
+        assert_eq!(
+            service
+                .score(service.mode, "\\boxed{1/2}", "\\frac{1}{2}")
+                .0,
+            Mode::Math
+        );
+        assert_eq!(service.score(service.mode, "(C)", "C").0, Mode::Choice);
     }
 }

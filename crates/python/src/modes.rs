@@ -12,46 +12,9 @@ use rstar_verifier::{Error, Mode, Verdict, Verifier};
 /// (a whole log passed as one response), refused with a `ValueError` instead of scored.
 pub const MAX_TEXT_BYTES: usize = 16 << 20;
 
-/// How an answer is compared: one of the verifier's [`Mode`]s, or `auto`, which picks the mode
-/// for each ground truth on its own ([`ScoreMode::resolve`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ScoreMode {
-    /// `integer` for an integer ground truth, `choice` for a letter `A`-`J`, `math` otherwise.
-    #[default]
-    Auto,
-    /// One mode for every item.
-    Fixed(Mode),
-}
-
-impl std::str::FromStr for ScoreMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s == "auto" {
-            return Ok(ScoreMode::Auto);
-        }
-        s.parse::<Mode>()
-            .map(ScoreMode::Fixed)
-            .map_err(|_| format!("mode `{s}` is not one of auto, integer, math, choice"))
-    }
-}
-
-impl ScoreMode {
-    /// The mode that scores against `truth`: [`Mode::detect`] on this one truth for `auto`.
-    pub fn resolve(self, truth: &str) -> Mode {
-        match self {
-            ScoreMode::Auto => Mode::detect([truth]),
-            ScoreMode::Fixed(m) => m,
-        }
-    }
-
-    /// The name used in Python (`auto`, `integer`, `math`, `choice`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScoreMode::Auto => "auto",
-            ScoreMode::Fixed(m) => m.as_str(),
-        }
-    }
-}
+/// How an answer is compared: one of the verifier's [`Mode`]s, or `auto` (the verifier's own
+/// [`ScoreMode`], re-exported here).
+pub use rstar_verifier::ScoreMode;
 
 /// Scores one response: the verdict and the mode that produced it.
 ///

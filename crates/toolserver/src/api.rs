@@ -505,51 +505,9 @@ pub struct VerifyResponse {
 }
 
 /// The verdict on one answer: [`rstar_verifier::Verdict`]'s fields, or `error` when the ground
-/// truth cannot be scored in its mode (reward 0, as the trainer scores such a row).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VerifyVerdict {
-    /// 1 when the answer is the ground truth, else 0.
-    pub reward: u8,
-    /// Why (`right`, `wrong`, `no_box`, …); absent with `error`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<rstar_verifier::Reason>,
-    /// The text of the last box, as written (trimmed); `null` without a box.
-    #[serde(default)]
-    pub extracted: Option<String>,
-    /// The extracted answer as an integer, when it is one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub normalized: Option<rstar_verifier::Integer>,
-    /// The math and choice modes' canonical form of the answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canonical: Option<String>,
-    /// Why the ground truth cannot be scored (then `reward` is 0 and `reason` absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl VerifyVerdict {
-    /// The wire form of what [`rstar_verifier::Verifier::verify_mode`] returned.
-    pub fn of(result: Result<rstar_verifier::Verdict, rstar_verifier::Error>) -> Self {
-        match result {
-            Ok(v) => Self {
-                reward: v.reward,
-                reason: Some(v.reason),
-                extracted: v.extracted,
-                normalized: v.normalized,
-                canonical: v.canonical,
-                error: None,
-            },
-            Err(e) => Self {
-                reward: 0,
-                reason: None,
-                extracted: None,
-                normalized: None,
-                canonical: None,
-                error: Some(e.to_string()),
-            },
-        }
-    }
-}
+/// truth cannot be scored in its mode. The one JSON form of a verdict is
+/// [`rstar_verifier::Scored`]; this is its name here.
+pub use rstar_verifier::Scored as VerifyVerdict;
 
 /// The body of every 4xx/5xx answer (FastAPI's shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

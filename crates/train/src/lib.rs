@@ -41,6 +41,7 @@ mod phases;
 mod problems;
 mod report;
 pub mod rl;
+mod rl_engines;
 pub mod sft;
 
 use std::path::{Path, PathBuf};

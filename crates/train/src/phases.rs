@@ -132,6 +132,8 @@ pub(super) struct RlState {
     stage_pool: Option<StagePool>,
     /// RL steps done.
     steps: u64,
+    /// The scheduled driver's local engines, kept across the steps of a stage (issue #63).
+    engines: rl::LocalEngines,
 }
 
 /// One run of the recipe: what every phase reads, and the files it writes.
@@ -322,6 +324,7 @@ impl<'a> Run<'a> {
             curriculum: Curriculum::resume(self.config.curriculum.clone(), cstate)?,
             stage_pool: state.stage_pool.clone(),
             steps: state.rl_steps,
+            engines: rl::LocalEngines::new(),
         })
     }
 
@@ -488,6 +491,7 @@ impl<'a> Run<'a> {
             curriculum: Curriculum::new(self.config.curriculum.clone())?,
             stage_pool: None,
             steps: 0,
+            engines: rl::LocalEngines::new(),
         };
         self.checkpoint_rl(&rl, Phase::Rl)?;
         Ok(rl)
@@ -583,14 +587,16 @@ impl<'a> Run<'a> {
         let tools = self.tools.async_tools();
         let scheduled = (self.config.rl.rollout_driver == super::RolloutDriver::Scheduled)
             .then(|| Arc::clone(&tools));
-        let (next, mut record, rollouts) = rl::step_on(
+        let mut step_tools = rl::StepTools::new(&*tools)
+            .remote(self.remote.as_ref())
+            .engines(&mut rl.engines);
+        step_tools.scheduled = scheduled;
+        let (next, mut record, rollouts) = rl::step(
             rl.model,
             &mut rl.optimizer,
             &self.tokenizer,
             &inputs,
-            &*tools,
-            scheduled,
-            self.remote.as_ref(),
+            step_tools,
         )?;
         if let Some(mean) = record
             .logprob_diff_mean

@@ -6,7 +6,11 @@
 //! The rollout goes through one of two drivers (`rl.rollout_driver`): the lock-step
 //! [`rollout`] (the default; bit-reproducible, what resume equality relies on) or the
 //! scheduled [`scheduled_rollout`] (`rl.engines` local engines holding copies of the current
-//! policy, tool calls on the same sandbox pool, per-turn seeds derived from the step's seed).
+//! policy, kept across a stage's steps in [`LocalEngines`], tool calls on the same sandbox pool,
+//! per-turn seeds derived from the step's seed).
+//!
+//! A step is [`collect`] (prompts, publication, rollouts, RoC: a [`StepBatch`]) then
+//! [`train_on`] (the update and the record); [`step`] runs both.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,8 +28,6 @@ use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_loss, sequence_target_log
 use rstar_roc::{TraceSummary, reject_equal_reward, select};
 use serde::{Deserialize, Serialize};
 
-use rstar_scheduler::{DispatchPolicy, KvRetention};
-
 use super::config::{RlOptions, RocOptions, RolloutDriver};
 use super::engines::{RemoteRollouts, logprob_gap, weight_version};
 pub use super::optim::{MICRO_BATCH_TOKENS, micro_batches};
@@ -34,9 +36,11 @@ use super::optim::{
     unshifted_values,
 };
 use crate::error::Error;
-use rstar_engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
+pub use crate::rl_engines::{LocalEngines, ScheduledRollout, scheduled_rollout};
+use crate::rl_engines::{schedule_config, stop_strings};
+use rstar_engine::SharedTokenizer;
 use rstar_episode::episode::{Limits, Trajectory};
-use rstar_episode::template::{Template, TemplateFormat};
+use rstar_episode::template::TemplateFormat;
 use rstar_episode::toolcall::OutcomeKind;
 use rstar_rollout::scheduled::{AsyncTools, ScheduleConfig, run_scheduled_blocking};
 use rstar_rollout::timing::ToolLatency;
@@ -283,9 +287,64 @@ pub struct StepInputs<'a> {
     pub tool_latency_budget_secs: Option<f64>,
 }
 
-/// Runs one GRPO(-RoC) step and returns the updated model, the record (without the curriculum
-/// decision) and the step's trajectories (all rollouts). Rolls out in lock step whatever
-/// `rl.rollout_driver` says; [`step_with`] takes the async tools the scheduled driver needs.
+/// Where one RL step's rollouts run. The lock-step driver needs `tools` alone; the scheduled
+/// driver (`rl.rollout_driver = "scheduled"`) runs when `scheduled` is given, on the remote
+/// engines when there are some, else on local engines: those of `engines`, kept across the
+/// steps of a stage, or spawned for the step.
+pub struct StepTools<'a> {
+    /// The tools of the lock-step driver.
+    pub tools: &'a dyn AsyncTools,
+    /// The same tools, shared with the scheduled driver's tasks.
+    pub scheduled: Option<Arc<dyn AsyncTools>>,
+    /// Remote engines, published to before each step.
+    pub remote: Option<&'a RemoteRollouts>,
+    /// Local engines kept across steps (a stage's), their weights swapped each step.
+    pub engines: Option<&'a mut LocalEngines>,
+}
+
+impl std::fmt::Debug for StepTools<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepTools")
+            .field("scheduled", &self.scheduled.is_some())
+            .field("remote", &self.remote.map(RemoteRollouts::urls))
+            .field("engines", &self.engines)
+            .finish()
+    }
+}
+
+impl<'a> StepTools<'a> {
+    /// The lock-step driver's tools alone.
+    pub fn new(tools: &'a dyn AsyncTools) -> Self {
+        StepTools {
+            tools,
+            scheduled: None,
+            remote: None,
+            engines: None,
+        }
+    }
+
+    /// With the scheduled driver's tools (which `rl.rollout_driver = "scheduled"` then uses).
+    pub fn scheduled(mut self, tools: Arc<dyn AsyncTools>) -> Self {
+        self.scheduled = Some(tools);
+        self
+    }
+
+    /// With remote engines.
+    pub fn remote(mut self, remote: Option<&'a RemoteRollouts>) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    /// With local engines kept across steps.
+    pub fn engines(mut self, engines: &'a mut LocalEngines) -> Self {
+        self.engines = Some(engines);
+        self
+    }
+}
+
+/// One GRPO(-RoC) step: [`collect`], then [`train_on`]. Returns the updated model, the record
+/// (without the curriculum decision) and the step's trajectories (all rollouts). The step
+/// computes in `rl.precision`; the returned model computes as it came.
 ///
 /// # Errors
 /// Rollout, RoC, advantage and loss errors.
@@ -294,70 +353,76 @@ pub fn step(
     optimizer: &mut ModuleOptimizer,
     tokenizer: &Tokenizer,
     inputs: &StepInputs<'_>,
-    tools: &dyn AsyncTools,
-) -> Result<(Qwen, StepRecord, Vec<Trajectory>), Error> {
-    step_with(model, optimizer, tokenizer, inputs, tools, None)
-}
-
-/// [`step`] with the driver `rl.rollout_driver` names: with `scheduled` and `async_tools`
-/// given, the step's `2G`-per-prompt groups go through [`scheduled_rollout`] (`rl.engines`
-/// local engines, each with a copy of the current policy, dropped after the rollout); with
-/// `lockstep`, or without `async_tools`, through [`rollout`] on `tools`. Everything after
-/// the rollout (RoC, GRPO, metrics) is the same. With `scheduled`, `time_rollout` is the wall
-/// time of the whole dispatch (turns and tool calls overlap) and `time_tools` the summed
-/// duration of the tool calls.
-///
-/// # Errors
-/// Rollout, RoC, advantage and loss errors.
-pub fn step_with(
-    model: Qwen,
-    optimizer: &mut ModuleOptimizer,
-    tokenizer: &Tokenizer,
-    inputs: &StepInputs<'_>,
-    tools: &dyn AsyncTools,
-    async_tools: Option<Arc<dyn AsyncTools>>,
-) -> Result<(Qwen, StepRecord, Vec<Trajectory>), Error> {
-    step_on(
-        model,
-        optimizer,
-        tokenizer,
-        inputs,
-        tools,
-        async_tools,
-        None,
-    )
-}
-
-/// [`step_with`], with the scheduled driver's turns written by `remote` engines when given:
-/// the policy is published to them first (as `step-N`, `N` = `inputs.step − 1` RL steps), every
-/// turn must come from that version, and the record carries the version and the gap between
-/// the engines' log-probs and the trainer's ([`super::engines`]).
-///
-/// # Errors
-/// As [`step_with`]; publishing or a stale turn fail the step.
-pub fn step_on(
-    model: Qwen,
-    optimizer: &mut ModuleOptimizer,
-    tokenizer: &Tokenizer,
-    inputs: &StepInputs<'_>,
-    tools: &dyn AsyncTools,
-    async_tools: Option<Arc<dyn AsyncTools>>,
-    remote: Option<&RemoteRollouts>,
+    tools: StepTools<'_>,
 ) -> Result<(Qwen, StepRecord, Vec<Trajectory>), Error> {
     let o = inputs.options;
-    // The compute precision of this step (rollouts, old log-probs, updates); the returned
-    // model computes as it came.
     let previous = (model.precision, model.checkpointing);
     let model = model
         .with_precision(o.precision)
         .with_gradient_checkpointing(o.gradient_checkpointing);
-    let step_seed = step_seed(inputs.seed, inputs.step);
-    let prompts = sample_prompts(inputs.pool, o.prompts_per_step, step_seed);
     // The sampling policy: rolls out, and (with several mini-batches) gives the old log-probs.
     let policy = model.valid();
+    let batch = collect(&policy, tokenizer, inputs, tools)?;
+    let (model, record, trajectories) = train_on(model, &policy, optimizer, batch, inputs)?;
+    Ok((
+        model
+            .with_precision(previous.0)
+            .with_gradient_checkpointing(previous.1),
+        record,
+        trajectories,
+    ))
+}
+
+/// What a step's rollouts produced: everything [`train_on`] needs, and the record's rollout
+/// half. The trajectories keep their engines' log-probs and turn versions.
+#[derive(Debug, Clone)]
+pub struct StepBatch {
+    /// Prompts drawn.
+    pub prompts: usize,
+    /// Every rollout, prompt-major.
+    pub trajectories: Vec<Trajectory>,
+    /// The indices of the trajectories RoC kept for the update.
+    pub kept: Vec<usize>,
+    /// RoC's and equal-reward rejection's metrics.
+    pub roc_metrics: BTreeMap<String, f64>,
+    /// The rollout's timing and throughput.
+    pub stats: rstar_rollout::RolloutStats,
+    /// The engines' log-prob gap to the trainer (remote engines).
+    pub gap: Option<(f64, f64)>,
+    /// The scheduled driver's dispatch.
+    pub dispatch: Option<DispatchRecord>,
+    /// The step's tool-call latencies.
+    pub tool_latency: Option<ToolLatency>,
+    /// The weight version remote engines served.
+    pub weight_version: Option<String>,
+    /// What the publication to remote engines sent.
+    pub published: Option<super::engines::Published>,
+}
+
+/// The rollout half of a step: draws the step's prompts, publishes `policy` to the remote
+/// engines (or swaps it into the kept local ones), rolls out `2G` per prompt and applies RoC.
+/// `policy` is the model that samples (in the step's precision, without autodiff).
+///
+/// # Errors
+/// Rollout, publication and RoC errors.
+pub fn collect(
+    policy: &Qwen,
+    tokenizer: &Tokenizer,
+    inputs: &StepInputs<'_>,
+    tools: StepTools<'_>,
+) -> Result<StepBatch, Error> {
+    let o = inputs.options;
+    let step_seed = step_seed(inputs.seed, inputs.step);
+    let prompts = sample_prompts(inputs.pool, o.prompts_per_step, step_seed);
+    let StepTools {
+        tools,
+        scheduled,
+        remote,
+        engines,
+    } = tools;
     let version = remote.map(|_| weight_version(inputs.step.saturating_sub(1)));
     let published = match (remote, &version) {
-        (Some(remote), Some(version)) => remote.publish(&policy, version)?,
+        (Some(remote), Some(version)) => remote.publish(policy, version)?,
         _ => None,
     };
     // Only this step's calls: not the evaluation's or the hard stage's check before it.
@@ -365,37 +430,67 @@ pub fn step_on(
         t.take();
     }
     let rolled = step_rollouts(
-        &policy,
+        policy,
         tokenizer,
         &prompts,
         inputs,
         step_seed,
         tools,
-        async_tools,
+        scheduled,
         remote.zip(version.as_deref()),
+        engines,
     )?;
     let out = rolled.output;
-    let dispatch = rolled.dispatch;
     let tool_latency = tools
         .timings()
         .and_then(|t| t.take_summary(inputs.tool_latency_budget_secs));
     let gap = rolled
         .engine_logprobs
         .as_deref()
-        .and_then(|lps| logprob_gap(&policy, &out.trajectories, lps));
-    let trajectories = out.trajectories;
-    let (kept, roc_metrics) = select_kept(&trajectories, &o.roc, o.group_size, step_seed)?;
-    let equal_reward_groups = roc_metrics
+        .and_then(|lps| logprob_gap(policy, &out.trajectories, lps));
+    let (kept, roc_metrics) = select_kept(&out.trajectories, &o.roc, o.group_size, step_seed)?;
+    Ok(StepBatch {
+        prompts: prompts.len(),
+        trajectories: out.trajectories,
+        kept,
+        roc_metrics,
+        stats: out.stats,
+        gap,
+        dispatch: rolled.dispatch,
+        tool_latency,
+        weight_version: version,
+        published,
+    })
+}
+
+/// The training half of a step: the GRPO update of `model` on the trajectories `batch` kept,
+/// and the step's record. `policy` is the model that sampled `batch` (its old log-probs).
+///
+/// # Errors
+/// Advantage and loss errors.
+pub fn train_on(
+    model: Qwen,
+    policy: &Qwen,
+    optimizer: &mut ModuleOptimizer,
+    batch: StepBatch,
+    inputs: &StepInputs<'_>,
+) -> Result<(Qwen, StepRecord, Vec<Trajectory>), Error> {
+    let o = inputs.options;
+    let trajectories = batch.trajectories;
+    let equal_reward_groups = batch
+        .roc_metrics
         .get("reject_equal_reward/solve_equal_total")
         .copied()
         .unwrap_or(0.0) as usize;
-    let kept_trajectories: Vec<Trajectory> =
-        kept.iter().map(|&i| trajectories[i].clone()).collect();
-
+    let kept_trajectories: Vec<Trajectory> = batch
+        .kept
+        .iter()
+        .map(|&i| trajectories[i].clone())
+        .collect();
     let started = Instant::now();
     let (model, u) = update(
         model,
-        &policy,
+        policy,
         optimizer,
         &kept_trajectories,
         o,
@@ -408,12 +503,12 @@ pub fn step_on(
         stage: inputs.stage_index,
         stage_name: inputs.stage.name.clone(),
         roc: o.roc.is_on(),
-        prompts: prompts.len(),
+        prompts: batch.prompts,
         rollouts: trajectories.len(),
         all: TrajectoryStats::of(&trajectories),
         kept: TrajectoryStats::of(&kept_trajectories),
         equal_reward_groups,
-        roc_metrics,
+        roc_metrics: batch.roc_metrics,
         rollout_corr: u.correction,
         clip_frac: u.clip_frac,
         ppo_kl: u.ppo_kl,
@@ -421,28 +516,22 @@ pub fn step_on(
         pg_loss: u.pg_loss,
         grad_norm: u.grad_norm,
         updates: u.updates,
-        time_rollout: out.stats.generate_secs,
-        time_tools: out.stats.tool_secs,
+        time_rollout: batch.stats.generate_secs,
+        time_tools: batch.stats.tool_secs,
         time_update,
-        rollout_tokens_per_sec: out.stats.tokens_per_sec(),
-        largest_call: out.stats.largest_call,
+        rollout_tokens_per_sec: batch.stats.tokens_per_sec(),
+        largest_call: batch.stats.largest_call,
         time_step: 0.0,
         decision: String::new(),
-        weight_version: version,
-        logprob_diff_max: gap.map(|g| g.0),
-        logprob_diff_mean: gap.map(|g| g.1),
-        publish_bytes: published.map(|p| p.bytes),
-        publish_secs: published.map(|p| p.secs),
-        dispatch,
-        tool_latency,
+        weight_version: batch.weight_version,
+        logprob_diff_max: batch.gap.map(|g| g.0),
+        logprob_diff_mean: batch.gap.map(|g| g.1),
+        publish_bytes: batch.published.map(|p| p.bytes),
+        publish_secs: batch.published.map(|p| p.secs),
+        dispatch: batch.dispatch,
+        tool_latency: batch.tool_latency,
     };
-    Ok((
-        model
-            .with_precision(previous.0)
-            .with_gradient_checkpointing(previous.1),
-        record,
-        trajectories,
-    ))
+    Ok((model, record, trajectories))
 }
 
 /// A step's rollouts, with the engines' log-probs of each trajectory's assistant tokens when
@@ -469,6 +558,7 @@ fn step_rollouts(
     tools: &dyn AsyncTools,
     async_tools: Option<Arc<dyn AsyncTools>>,
     remote: Option<(&RemoteRollouts, &str)>,
+    engines: Option<&mut LocalEngines>,
 ) -> Result<StepRollouts, Error> {
     let o = inputs.options;
     let samples = o.roc.rollouts(o.group_size);
@@ -525,12 +615,8 @@ fn step_rollouts(
                 engine_logprobs: Some(out.engine_logprobs),
             })
         }
-        (RolloutDriver::Scheduled, Some(tools), None) => scheduled_rollout_with_stats(
-            policy,
-            tokenizer,
-            prompts,
-            samples,
-            &ScheduledRollout {
+        (RolloutDriver::Scheduled, Some(tools), None) => {
+            let options = ScheduledRollout {
                 template: inputs.template,
                 stage: inputs.stage,
                 seed: step_seed,
@@ -538,14 +624,17 @@ fn step_rollouts(
                 dispatch: o.dispatch,
                 keep_logprobs,
                 weight_version: Some(&local_version),
-            },
-            tools,
-        )
-        .map(|(output, dispatch)| StepRollouts {
-            output,
-            engine_logprobs: None,
-            dispatch: Some(dispatch),
-        }),
+            };
+            let mut fresh = LocalEngines::new();
+            engines
+                .unwrap_or(&mut fresh)
+                .roll_out(policy, tokenizer, prompts, samples, &options, tools)
+                .map(|(output, dispatch)| StepRollouts {
+                    output,
+                    engine_logprobs: None,
+                    dispatch: Some(dispatch),
+                })
+        }
         _ => {
             let config = RolloutConfig {
                 template: inputs.template,
@@ -1018,135 +1107,6 @@ pub fn step_lr(options: &RlOptions, step: u64) -> f64 {
 /// the step's prompts and RoC's choices.
 pub fn step_seed(seed: u64, step: u64) -> u64 {
     mix_seed(seed, 0x5254_0000 + step)
-}
-
-/// What [`scheduled_rollout`] needs besides the policy, prompts and tools.
-#[derive(Debug, Clone, Copy)]
-pub struct ScheduledRollout<'a> {
-    /// The prompt and tool-call layout.
-    pub template: TemplateFormat,
-    /// The stage: token and turn limits, temperature.
-    pub stage: &'a Stage,
-    /// Turn `t` of rollout `r` samples with `mix(mix(seed, r), t)`.
-    pub seed: u64,
-    /// Local engines (at least one is started).
-    pub engines: usize,
-    /// How rollouts are assigned to engines.
-    pub dispatch: DispatchPolicy,
-    /// Keep the engines' per-token log-probs on the trajectories
-    /// ([`ScheduleConfig::keep_logprobs`]).
-    pub keep_logprobs: bool,
-    /// The engines' weight version, stamped on every assistant turn (`None`: `default`).
-    pub weight_version: Option<&'a str>,
-}
-
-/// Rolls out `samples` episodes of every prompt through
-/// [`run_scheduled_blocking`] on `engines` [`LocalEngine`]s, each holding its own copy of
-/// `policy` and stopped when the rollout is over, with the stage's limits and temperature and
-/// tool calls on `tools`. Trajectories are prompt-major like [`rollout`]'s, without per-token
-/// statistics, and do not depend on the number of engines or the dispatch policy (per-turn
-/// seeds).
-///
-/// # Errors
-/// [`Error::Scheduler`] when an engine fails, the verifier's errors for a ground truth it
-/// cannot score.
-pub fn scheduled_rollout(
-    policy: &Qwen,
-    tokenizer: &Tokenizer,
-    prompts: &[Prompt],
-    samples: usize,
-    options: &ScheduledRollout<'_>,
-    tools: Arc<dyn AsyncTools>,
-) -> Result<RolloutOutput, Error> {
-    scheduled_rollout_with_stats(policy, tokenizer, prompts, samples, options, tools)
-        .map(|(output, _)| output)
-}
-
-/// [`scheduled_rollout`], with what each engine did.
-fn scheduled_rollout_with_stats(
-    policy: &Qwen,
-    tokenizer: &Tokenizer,
-    prompts: &[Prompt],
-    samples: usize,
-    options: &ScheduledRollout<'_>,
-    tools: Arc<dyn AsyncTools>,
-) -> Result<(RolloutOutput, DispatchRecord), Error> {
-    let limits = stage_limits_for(options.template, options.stage);
-    let stops = stop_strings(options.template);
-    let engines = options.engines.max(1);
-    let rollouts = (prompts.len() * samples).max(1);
-    let per_engine = rollouts.div_ceil(engines);
-    // Every rollout an engine may hold fits its nominal KV budget and its batch: local engines
-    // have no paged cache, so `kv-aware` must not hold rollouts back.
-    let budget = (limits.max_response_tokens + policy.config.max_position_embeddings) as u64;
-    let generators: Vec<Arc<dyn TurnGenerator>> = (0..engines)
-        .map(|i| {
-            let mut config = LocalEngineConfig::new(stops.clone());
-            config.sampling = Sampling::Temperature {
-                temperature: options.stage.temperature as f32,
-            };
-            config.max_batch = per_engine;
-            config.kv_capacity = config.kv_capacity.max(per_engine as u64 * budget);
-            config.name = format!("train-{i}");
-            if let Some(v) = options.weight_version {
-                config.weight_version = v.to_string();
-            }
-            Arc::new(LocalEngine::spawn(
-                policy.clone(),
-                tokenizer.clone(),
-                config,
-            )) as Arc<dyn TurnGenerator>
-        })
-        .collect();
-    let names: Vec<String> = generators.iter().map(|g| g.name()).collect();
-    let config = ScheduleConfig {
-        keep_logprobs: options.keep_logprobs,
-        ..schedule_config(
-            options.template,
-            options.stage,
-            options.seed,
-            options.dispatch,
-        )
-    };
-    let out = run_scheduled_blocking(
-        generators,
-        SharedTokenizer(Arc::new(tokenizer.clone())),
-        tools,
-        prompts,
-        samples,
-        &config,
-    )?;
-    Ok((out.rollout, DispatchRecord::new(names, &out.dispatch)))
-}
-
-/// The template's stop strings, owned.
-fn stop_strings(template: TemplateFormat) -> Vec<String> {
-    Template::of(template)
-        .stop_strings()
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-}
-
-/// The scheduled driver's configuration of an RL step: the stage's limits, caches kept over
-/// tool calls, the integer reward, no per-token statistics.
-fn schedule_config(
-    template: TemplateFormat,
-    stage: &Stage,
-    seed: u64,
-    dispatch: DispatchPolicy,
-) -> ScheduleConfig {
-    ScheduleConfig {
-        template,
-        limits: stage_limits_for(template, stage),
-        seed,
-        policy: dispatch,
-        retention: KvRetention::Keep,
-        record_entropy: false,
-        verifier: rstar_verifier::Mode::Integer,
-        load_refresh_ms: 0,
-        keep_logprobs: false,
-    }
 }
 
 /// How the hard stage's pass-rate check runs ([`hard_problems`]).

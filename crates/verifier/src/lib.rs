@@ -40,6 +40,9 @@
 //! LaTeX text, never by floating point. [`Verifier::verify_choice`] reads a
 //! multiple-choice letter `A`–`J`. [`Mode`] names the three modes; the
 //! integer mode above is the default and is not changed by the others.
+//! [`ScoreMode`] adds `auto`, which picks the mode from each ground truth, and
+//! [`Scored`] is a verdict (or a ground-truth error) in the JSON form the HTTP
+//! services answer with.
 //!
 //! ```
 //! use rstar_verifier::Verifier;
@@ -85,8 +88,12 @@ mod extract;
 mod lex;
 mod math;
 mod norm;
+mod score_mode;
+mod scored;
 
 use norm::{Limits, Norm};
+pub use score_mode::ScoreMode;
+pub use scored::Scored;
 
 /// Why a response got its reward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

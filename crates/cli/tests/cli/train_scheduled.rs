@@ -47,13 +47,12 @@ fn scheduled_step(
         tool_latency_budget_secs: None,
     };
     let async_tools: Arc<dyn AsyncTools> = Arc::new(PoolTools::new(pool().pool().clone()));
-    let (_, record, trajectories) = rl::step_with(
+    let (_, record, trajectories) = rl::step(
         model,
         &mut optimizer,
         &Tokenizer::char(),
         &inputs,
-        &tools(),
-        Some(async_tools),
+        rl::StepTools::new(&tools()).scheduled(async_tools),
     )
     .unwrap();
     (record, trajectories)

@@ -93,7 +93,8 @@ fn items<T>(
 
 /// A `mode=` argument.
 fn mode(s: &str) -> PyResult<ScoreMode> {
-    s.parse().map_err(PyValueError::new_err)
+    s.parse()
+        .map_err(|e: String| PyValueError::new_err(format!("mode {e}")))
 }
 
 /// A `threads=` argument: `None` (one per CPU) or a positive count.

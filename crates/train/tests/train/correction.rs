@@ -46,13 +46,12 @@ fn one_step(o: &RlOptions) -> (StepRecord, Vec<Trajectory>) {
         tool_latency_budget_secs: None,
     };
     let async_tools: Arc<dyn AsyncTools> = Arc::new(tools());
-    let (_, record, trajectories) = rl::step_with(
+    let (_, record, trajectories) = rl::step(
         model,
         &mut adamw(0.0),
         &Tokenizer::char(),
         &inputs,
-        &tools(),
-        Some(async_tools),
+        rl::StepTools::new(&tools()).scheduled(async_tools),
     )
     .unwrap();
     (record, trajectories)

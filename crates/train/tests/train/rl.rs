@@ -129,8 +129,14 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
         // Every call takes longer than no time at all: all of them are over this budget.
         tool_latency_budget_secs: Some(0.0),
     };
-    let (model, rec, trajectories) =
-        rl::step(model, &mut optimizer, &Tokenizer::char(), &inputs, &tools()).unwrap();
+    let (model, rec, trajectories) = rl::step(
+        model,
+        &mut optimizer,
+        &Tokenizer::char(),
+        &inputs,
+        rl::StepTools::new(&tools()),
+    )
+    .unwrap();
     assert_eq!(rec.rollouts, 4 * 2 * 4);
     // Every call that reached the sandbox was timed (a call that did not parse never does).
     let made: usize = trajectories.iter().map(|t| t.tool_calls.len()).sum();
@@ -195,7 +201,7 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
             options: &bounded,
             ..inputs
         },
-        &tools(),
+        rl::StepTools::new(&tools()),
     )
     .unwrap();
     assert!(twin_rec.largest_call <= 5, "{twin_rec:?}");
@@ -216,7 +222,7 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
             stage: &slow,
             ..inputs
         },
-        &tools(),
+        rl::StepTools::new(&tools()),
     )
     .unwrap();
     let (full, half) = (weights(&model), weights(&slow_twin));
@@ -238,8 +244,14 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
         options: &plain,
         ..inputs
     };
-    let (_, rec, _) =
-        rl::step(model, &mut optimizer, &Tokenizer::char(), &inputs, &tools()).unwrap();
+    let (_, rec, _) = rl::step(
+        model,
+        &mut optimizer,
+        &Tokenizer::char(),
+        &inputs,
+        rl::StepTools::new(&tools()),
+    )
+    .unwrap();
     assert_eq!(rec.rollouts, 4 * 4);
 }
 
@@ -587,8 +599,14 @@ fn two_steps(
             template: TemplateFormat::Compact,
             tool_latency_budget_secs: None,
         };
-        let (next, rec, _) =
-            rl::step(model, &mut optimizer, &Tokenizer::char(), &inputs, &tools()).unwrap();
+        let (next, rec, _) = rl::step(
+            model,
+            &mut optimizer,
+            &Tokenizer::char(),
+            &inputs,
+            rl::StepTools::new(&tools()),
+        )
+        .unwrap();
         model = next;
         updates += rec.updates;
     }
@@ -676,4 +694,75 @@ fn a_checkpointed_rl_step_takes_the_same_step() {
         }
         assert!(moved > 0.0, "{name}: nothing moved");
     }
+}
+
+/// Issue #63: the scheduled driver's local engines live across the steps of a stage: spawned
+/// once, the policy swapped in at each step, spawned again for a new stage; and a step on the
+/// kept engines is the step on fresh ones (the same rollouts, the same update).
+#[test]
+fn local_engines_are_started_once_a_stage_and_give_the_steps_of_fresh_ones() {
+    use std::sync::Arc;
+    let ts = tasks(4, 8);
+    let start = overfit_trainable(&ts, 60);
+    let mut options = TrainConfig::smoke().rl;
+    options.group_size = 2;
+    options.prompts_per_step = 2;
+    options.rollout_driver = rstar_train::RolloutDriver::Scheduled;
+    options.engines = rstar_train::Engines::Local(2);
+    let pool = prompts(&ts);
+    let short = Stage::new("short", 120, 3).steps(2);
+    let long = Stage::new("long", 160, 3).steps(1);
+    // Three steps: two of `short`, one of `long`; with kept engines or fresh ones each step.
+    let run = |kept: Option<&mut rl::LocalEngines>| {
+        let mut kept = kept;
+        let mut model = start.clone();
+        let mut optimizer = adamw(1e-3);
+        let mut rollouts = Vec::new();
+        for (step, stage, index) in [(1, &short, 0), (2, &short, 0), (3, &long, 1)] {
+            let inputs = StepInputs {
+                step,
+                stage,
+                stage_index: index,
+                pool: &pool,
+                options: &options,
+                seed: 4,
+                template: TemplateFormat::Compact,
+                tool_latency_budget_secs: None,
+            };
+            let tools_here = tools();
+            let mut step_tools = rl::StepTools::new(&tools_here).scheduled(Arc::new(tools()));
+            if let Some(engines) = kept.as_deref_mut() {
+                step_tools = step_tools.engines(engines);
+            }
+            let (next, _, trajectories) = rl::step(
+                model,
+                &mut optimizer,
+                &Tokenizer::char(),
+                &inputs,
+                step_tools,
+            )
+            .unwrap();
+            model = next;
+            rollouts.push(
+                trajectories
+                    .iter()
+                    .map(|t| (t.response_ids.clone(), t.reward))
+                    .collect::<Vec<_>>(),
+            );
+            if let Some(engines) = kept.as_deref() {
+                // Two engines for `short`, two more for `long`: never one set a step.
+                let want = if step < 3 { 2 } else { 4 };
+                assert_eq!(engines.spawned(), want, "after step {step}: {engines:?}");
+            }
+        }
+        (rollouts, weights(&model))
+    };
+    let mut engines = rl::LocalEngines::new();
+    let kept = run(Some(&mut engines));
+    let fresh = run(None);
+    assert_eq!(
+        kept.0, fresh.0,
+        "the same rollouts on kept and fresh engines"
+    );
+    assert_eq!(kept.1, fresh.1, "the same updates");
 }
