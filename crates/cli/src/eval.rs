@@ -109,7 +109,7 @@ pub struct Args {
     /// integer when every ground truth is an integer, choice when every one is a letter, math
     /// otherwise (MATH-500).
     #[arg(long, default_value = "auto")]
-    pub verifier: String,
+    pub verifier: rstar_verifier::ScoreMode,
     /// Seed of the sampling (each turn of each rollout derives its own).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -228,12 +228,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..DatasetOptions::new()
     };
     let mut prompts = load_prompts_with(&data, &options)?;
-    let mode = match args.verifier.as_str() {
-        "auto" => rstar_verifier::Mode::detect(prompts.iter().map(|p| p.answer.as_str())),
-        other => other
-            .parse::<rstar_verifier::Mode>()
-            .map_err(|e| anyhow::anyhow!("--verifier: {e} (or auto)"))?,
-    };
+    // `auto`: one mode for the whole dataset (each answer's own would score a LaTeX set's
+    // integer answers as integers and the rest as LaTeX).
+    let mode = args
+        .verifier
+        .resolve_all(prompts.iter().map(|p| p.answer.as_str()));
     eprintln!("{}: scoring with the {mode} verifier", data.display());
     let verifier = rstar_verifier::Verifier::new();
     let scorable = |answer: &str| verifier.check_truth(mode, answer).is_ok();
