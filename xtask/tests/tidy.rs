@@ -1856,3 +1856,163 @@ fn planted_second_test_binary_fails() {
         ]
     );
 }
+
+/// The `rstar-*` crates a manifest depends on for its build (`[dependencies]`, optional ones
+/// included; not dev or build dependencies).
+fn normal_rstar_dependencies(manifest: &str) -> Vec<String> {
+    let mut in_deps = false;
+    let mut out = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps && let Some((name, _)) = line.split_once('=') {
+            let name = name.trim().split('.').next().unwrap_or("").trim();
+            if name.starts_with("rstar-") && !out.iter().any(|n| n == name) {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `docs/ARCHITECTURE.md` tells the truth (issue #69): its arrows (the first fenced block whose
+/// lines start `rstar-… ─▶`, one entry a crate: `rstar-x ─▶ rstar-y, rstar-z (why)`, continued on indented lines)
+/// are exactly each crate's `rstar-*` build dependencies, and every repository path it names
+/// in backticks (`crates/…`, `xtask/…`, `docs/…`, `examples/…`, `.ci/…`, and `DESIGN.md`)
+/// exists.
+fn architecture_is_true(root: &Path) -> Vec<String> {
+    let page = "docs/ARCHITECTURE.md";
+    let text = std::fs::read_to_string(root.join(page)).unwrap_or_default();
+    let mut bad = Vec::new();
+    // The arrows.
+    let block: Vec<&str> = text
+        .split("```")
+        .skip(1)
+        .step_by(2)
+        .find(|b| {
+            b.lines()
+                .any(|l| l.starts_with("rstar-") && l.contains("─▶"))
+        })
+        .map(|b| b.lines().collect())
+        .unwrap_or_default();
+    let mut arrows: Vec<(String, Vec<String>)> = Vec::new();
+    for line in block {
+        let names = |s: &str| -> Vec<String> {
+            s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .filter(|w| w.starts_with("rstar-"))
+                .map(str::to_string)
+                .collect()
+        };
+        if let Some((left, right)) = line.split_once("─▶") {
+            let Some(from) = names(left).into_iter().next() else {
+                bad.push(format!(
+                    "{page}: an arrow without a crate on its left: `{line}`"
+                ));
+                continue;
+            };
+            arrows.push((from, names(right)));
+        } else if line.starts_with(' ')
+            && let Some((_, to)) = arrows.last_mut()
+        {
+            to.extend(names(line));
+        }
+    }
+    if arrows.is_empty() {
+        bad.push(format!(
+            "{page}: no block of `crate ─▶ dependencies` arrows"
+        ));
+    }
+    for dir in crate_dirs(root) {
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+        let Some(name) = manifest
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("name = \""))
+            .and_then(|n| n.strip_suffix('"'))
+        else {
+            continue;
+        };
+        let deps = normal_rstar_dependencies(&manifest);
+        let drawn: Vec<String> = arrows
+            .iter()
+            .filter(|(from, _)| from == name)
+            .flat_map(|(_, to)| to.clone())
+            .collect();
+        for dep in &deps {
+            if !drawn.contains(dep) {
+                bad.push(format!(
+                    "{page}: no arrow {name} ─▶ {dep} ({}/Cargo.toml has it)",
+                    rel(root, &dir)
+                ));
+            }
+        }
+        for dep in &drawn {
+            if !deps.contains(dep) {
+                bad.push(format!(
+                    "{page}: arrow {name} ─▶ {dep}, which {}/Cargo.toml does not have",
+                    rel(root, &dir)
+                ));
+            }
+        }
+    }
+    // The paths.
+    for (i, line) in text.lines().enumerate() {
+        for (k, quoted) in line.split('`').enumerate() {
+            let names_a_path = ["crates/", "xtask/", "docs/", "examples/", ".ci/"]
+                .iter()
+                .any(|p| quoted.starts_with(p))
+                || quoted == "DESIGN.md";
+            if k % 2 == 1
+                && names_a_path
+                && !quoted.contains(['*', '<', ' '])
+                && !root.join(quoted).exists()
+            {
+                bad.push(format!("{page}:{}: `{quoted}` does not exist", i + 1));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn workspace_architecture_is_true() {
+    assert_clean(
+        "docs/ARCHITECTURE.md's arrows are the crates' dependencies and its paths exist",
+        &architecture_is_true(&root()),
+    );
+}
+
+#[test]
+fn planted_missing_arrow_or_path_fails() {
+    let s = Scratch::new("architecture");
+    s.write(
+        "crates/a/Cargo.toml",
+        "[package]\nname = \"rstar-a\"\n\n[dependencies]\nrstar-b.workspace = true\nrstar-c = { path = \"../c\" }\n\n[dev-dependencies]\nrstar-d.workspace = true\n",
+    )
+    .write("crates/b/Cargo.toml", "[package]\nname = \"rstar-b\"\n")
+    .write(
+        "docs/ARCHITECTURE.md",
+        "# A\n\n```\nrstar-a ─▶ rstar-b (why),\n           rstar-e\n```\n\nSee `crates/a/src/lib.rs` and `DESIGN.md`; `crates/*/examples/` is a pattern.\n",
+    );
+    let bad = architecture_is_true(&s.0);
+    assert_eq!(bad.len(), 4, "{bad:?}");
+    assert!(bad[0].contains("no arrow rstar-a ─▶ rstar-c"), "{bad:?}");
+    assert!(
+        bad[1].contains("arrow rstar-a ─▶ rstar-e, which"),
+        "{bad:?}"
+    );
+    assert!(
+        bad[2].contains("`crates/a/src/lib.rs` does not exist"),
+        "{bad:?}"
+    );
+    assert!(bad[3].contains("`DESIGN.md` does not exist"), "{bad:?}");
+    // With the arrows right and the files there, it passes.
+    s.write(
+        "docs/ARCHITECTURE.md",
+        "```\nrstar-a ─▶ rstar-b,\n           rstar-c\n```\n`crates/a/Cargo.toml`\n",
+    );
+    assert_eq!(architecture_is_true(&s.0), Vec::<String>::new());
+}
