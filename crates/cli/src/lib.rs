@@ -56,6 +56,7 @@ pub struct Cli {
 
 /// Every `rstar` subcommand.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // reason: parsed once per process; boxing `train`'s flags buys nothing
 pub enum Command {
     /// Print the version, the workspace crates built in and the enabled features.
     Info(info::Args),
