@@ -2016,3 +2016,25 @@ fn planted_missing_arrow_or_path_fails() {
     );
     assert_eq!(architecture_is_true(&s.0), Vec::<String>::new());
 }
+
+/// The README's "Two commands" section is the two commands and a line (issue #69): at most 12
+/// lines, heading included; the details live in `docs/training.md`.
+fn two_commands_lines(readme: &str) -> Option<usize> {
+    let start = readme.find("## Two commands\n")?;
+    let rest = &readme[start + 3..];
+    let end = rest.find("\n## ").map_or(rest.len(), |e| e + 1);
+    Some(rest[..end].trim_end().lines().count())
+}
+
+#[test]
+fn workspace_readme_two_commands_is_short() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let lines = two_commands_lines(&readme).expect("README.md has a `## Two commands` section");
+    assert!(
+        lines <= 12,
+        "README.md's Two commands section has {lines} lines (at most 12)"
+    );
+    // A section that grew fails.
+    let long = format!("## Two commands\n{}\n## Next\n", "a line\n".repeat(12));
+    assert_eq!(two_commands_lines(&long), Some(13));
+}
