@@ -89,12 +89,7 @@ struct Example {
 fn plan(markdown: &str) -> Result<Vec<Example>> {
     let mut out = Vec::new();
     for block in blocks(markdown).into_iter().filter(|b| b.info == "sh") {
-        let note = block
-            .above
-            .strip_prefix("<!-- example:")
-            .and_then(|n| n.strip_suffix("-->"))
-            .map(str::trim);
-        let kind = match note {
+        let kind = match block.note("example") {
             None => Kind::Run,
             Some("slow") => Kind::Slow,
             Some(n) => match n.strip_prefix("skip:").map(str::trim) {

@@ -47,10 +47,27 @@ pub(crate) struct Block {
     pub(crate) body: String,
     /// The 1-based line of the opening fence.
     pub(crate) line: usize,
-    /// The reason given on the line above the fence (`<!-- snippet: … -->`), if any.
-    reason: Option<String>,
     /// The line above the fence, trimmed (where a block's annotation goes).
-    pub(crate) above: String,
+    above: String,
+}
+
+impl Block {
+    /// The annotation `<!-- KIND: TEXT -->` on the line above the fence: `TEXT`, trimmed
+    /// (`snippet` gives why a block is not run, `example` how `cargo xtask cli-examples` runs
+    /// it).
+    pub(crate) fn note(&self, kind: &str) -> Option<&str> {
+        self.above
+            .strip_prefix("<!-- ")
+            .and_then(|n| n.strip_prefix(kind))
+            .and_then(|n| n.strip_prefix(':'))
+            .and_then(|n| n.strip_suffix("-->"))
+            .map(str::trim)
+    }
+
+    /// Why a block is not run (`<!-- snippet: … -->`), if given.
+    fn reason(&self) -> Option<&str> {
+        self.note("snippet").filter(|r| !r.is_empty())
+    }
 }
 
 /// The fenced blocks of a Markdown page.
@@ -61,17 +78,10 @@ pub(crate) fn blocks(markdown: &str) -> Vec<Block> {
     for (i, line) in markdown.lines().enumerate() {
         match (&mut current, line.trim_start().strip_prefix("```")) {
             (None, Some(info)) => {
-                let reason = previous
-                    .trim()
-                    .strip_prefix("<!-- snippet:")
-                    .and_then(|r| r.strip_suffix("-->"))
-                    .map(|r| r.trim().to_string())
-                    .filter(|r| !r.is_empty());
                 current = Some(Block {
                     info: info.trim().to_string(),
                     body: String::new(),
                     line: i + 1,
-                    reason,
                     above: previous.trim().to_string(),
                 });
             }
@@ -145,7 +155,7 @@ fn collect(pages: &[(String, String)], checkout: &str) -> Result<Snippets> {
                 }
                 _ => continue,
             };
-            if check != Check::Run && block.reason.is_none() {
+            if check != Check::Run && block.reason().is_none() {
                 bad.push(format!(
                     "{page}:{}: a `{}` block needs its reason on the line above: `<!-- snippet: why it is not run -->`",
                     block.line, block.info

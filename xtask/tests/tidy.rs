@@ -1857,28 +1857,6 @@ fn planted_second_test_binary_fails() {
     );
 }
 
-/// The `rstar-*` crates a manifest depends on for its build (`[dependencies]`, optional ones
-/// included; not dev or build dependencies).
-fn normal_rstar_dependencies(manifest: &str) -> Vec<String> {
-    let mut in_deps = false;
-    let mut out = Vec::new();
-    for line in manifest.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_deps = line == "[dependencies]";
-            continue;
-        }
-        if in_deps && let Some((name, _)) = line.split_once('=') {
-            let name = name.trim().split('.').next().unwrap_or("").trim();
-            if name.starts_with("rstar-") && !out.iter().any(|n| n == name) {
-                out.push(name.to_string());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// `docs/ARCHITECTURE.md` tells the truth (issue #69): its arrows (the first fenced block whose
 /// lines start `rstar-… ─▶`, one entry a crate: `rstar-x ─▶ rstar-y, rstar-z (why)`, continued on indented lines)
 /// are exactly each crate's `rstar-*` build dependencies, and every repository path it names
@@ -1928,17 +1906,20 @@ fn architecture_is_true(root: &Path) -> Vec<String> {
     }
     for dir in crate_dirs(root) {
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
-        let Some(name) = manifest
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("name = \""))
-            .and_then(|n| n.strip_suffix('"'))
-        else {
+        let Some(name) = package_name(&manifest) else {
             continue;
         };
-        let deps = normal_rstar_dependencies(&manifest);
+        // The crate's `rstar-*` build dependencies (not dev or build ones).
+        let mut deps: Vec<String> = normal_dependencies(&manifest)
+            .into_iter()
+            .map(|(_, dep)| dep)
+            .filter(|dep| dep.starts_with("rstar-"))
+            .collect();
+        deps.sort();
+        deps.dedup();
         let drawn: Vec<String> = arrows
             .iter()
-            .filter(|(from, _)| from == name)
+            .filter(|(from, _)| *from == name)
             .flat_map(|(_, to)| to.clone())
             .collect();
         for dep in &deps {

@@ -829,13 +829,13 @@ fn step_correction_metrics(
     behaviour: &[&[f32]],
     old_rows: &[Option<Vec<f32>>],
 ) -> Result<BTreeMap<String, f64>, Error> {
-    // The behaviour values of the tokens the loss sees (from token 1 on, as `unshifted_values`).
+    // The behaviour values of the tokens the loss sees, through the aligner the loss uses (the
+    // old values come back through `unshifted_values` too): the same tokens, in order.
     let engine: Vec<Vec<f32>> = rows
         .iter()
         .zip(behaviour)
         .map(|((_, w), b)| {
-            let skip = usize::from(w.first().is_some_and(|&x| x > 0.0));
-            b[skip.min(b.len())..].to_vec()
+            shifted_values(w, b, w.len()).map_or_else(Vec::new, |grid| unshifted_values(w, &grid))
         })
         .collect();
     let cols = engine.iter().map(Vec::len).max().unwrap_or(0).max(1);

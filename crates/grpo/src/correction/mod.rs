@@ -63,18 +63,10 @@ impl IsThreshold {
     }
 
     fn parse(s: &str) -> Result<Self, String> {
-        let num = |p: &str| {
-            p.trim()
-                .parse::<f64>()
-                .map_err(|_| format!("`{s}` is not a number or `lower_upper`"))
-        };
-        match s.split_once('_') {
-            Some((lo, hi)) => Ok(Self::Mask {
-                lower: num(lo)?,
-                upper: num(hi)?,
-            }),
-            None => Ok(Self::Truncate(num(s)?)),
-        }
+        Ok(match parse_spec(s)? {
+            (Some(lower), upper) => Self::Mask { lower, upper },
+            (None, upper) => Self::Truncate(upper),
+        })
     }
 
     fn check(self) -> Result<(), String> {
@@ -123,6 +115,19 @@ impl std::str::FromStr for IsThreshold {
         })?;
         Ok(t)
     }
+}
+
+/// One threshold as verl writes it: `"lower_upper"` or a single number, as `(lower, upper)`.
+fn parse_spec(s: &str) -> Result<(Option<f64>, f64), String> {
+    let num = |p: &str| {
+        p.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("`{s}` is not a number or `lower_upper`"))
+    };
+    Ok(match s.split_once('_') {
+        Some((lo, hi)) => (Some(num(lo)?), num(hi)?),
+        None => (None, num(s)?),
+    })
 }
 
 /// A number or a string, as verl's YAML takes thresholds.
@@ -344,15 +349,7 @@ impl std::str::FromStr for RsThresholds {
             if out.len == MAX_RS_OPTIONS {
                 return Err(bad(format!("more than {MAX_RS_OPTIONS} specs in `{s}`")));
             }
-            let num = |p: &str| {
-                p.trim()
-                    .parse::<f64>()
-                    .map_err(|_| bad(format!("`{part}` is not a number or `lower_upper`")))
-            };
-            out.specs[out.len] = match part.split_once('_') {
-                Some((lo, hi)) => (Some(num(lo)?), num(hi)?),
-                None => (None, num(part)?),
-            };
+            out.specs[out.len] = parse_spec(part).map_err(bad)?;
             out.len += 1;
         }
         if out.len == 0 {

@@ -29,6 +29,24 @@ pub fn flat2_f64(values: &[f64], rows: usize, cols: usize, device: &Device) -> T
     )
 }
 
+/// A fixture's matrix (a JSON array of rows of numbers), as `f64` rows.
+///
+/// # Panics
+/// When `v` is not one (a fixture error).
+pub fn json_matrix(v: &serde_json::Value) -> Vec<Vec<f64>> {
+    v.as_array()
+        .expect("a matrix")
+        .iter()
+        .map(|row| {
+            row.as_array()
+                .expect("a row")
+                .iter()
+                .map(|x| x.as_f64().expect("a number"))
+                .collect()
+        })
+        .collect()
+}
+
 /// All values of a tensor, row-major.
 pub fn values<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
     t.to_data().iter::<f32>().collect()

@@ -11,7 +11,7 @@ use rstar_grpo::{
 };
 use serde_json::Value;
 
-use super::common::{device, scalar, t2, values};
+use super::common::{device, json_matrix as matrix, scalar, t2, values};
 
 fn cases() -> &'static Value {
     static CASES: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
@@ -23,20 +23,6 @@ fn cases() -> &'static Value {
         let text = std::fs::read_to_string(path).expect("tests/data/rollout_correction.json");
         serde_json::from_str(&text).expect("rollout_correction.json is JSON")
     })
-}
-
-fn matrix(v: &Value) -> Vec<Vec<f64>> {
-    v.as_array()
-        .expect("a matrix")
-        .iter()
-        .map(|row| {
-            row.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap())
-                .collect()
-        })
-        .collect()
 }
 
 fn flat(v: &Value) -> Vec<f32> {

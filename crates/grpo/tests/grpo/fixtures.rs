@@ -6,7 +6,7 @@ use rstar_grpo::{
 };
 use serde_json::Value;
 
-use super::common::{device, scalar, t2, values};
+use super::common::{device, json_matrix, scalar, t2, values};
 
 const TOL: f64 = 1e-5;
 
@@ -17,18 +17,8 @@ fn cases() -> Value {
 }
 
 fn matrix(v: &Value, field: &str) -> Vec<Vec<f64>> {
-    v[field]
-        .as_array()
-        .unwrap_or_else(|| panic!("field `{field}`"))
-        .iter()
-        .map(|row| {
-            row.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap())
-                .collect()
-        })
-        .collect()
+    assert!(v[field].is_array(), "field `{field}`");
+    json_matrix(&v[field])
 }
 
 fn vector(v: &Value, field: &str) -> Vec<f64> {
