@@ -13,18 +13,20 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use rstar_policy::{Sampling, Tokenizer};
-use rstar_scheduler::{DispatchPolicy, KvRetention};
+use rstar_scheduler::DispatchPolicy;
 
 use rstar_agent::dataset::{DatasetOptions, load_prompts_with};
-use rstar_agent::engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
-use rstar_agent::episode::Limits;
+use rstar_agent::engine::{
+    INITIAL_WEIGHT_VERSION, LocalEngineConfig, SharedTokenizer, TurnGenerator,
+};
 use rstar_agent::eval::{
     EvalOptions, EvalProtocol, EvalSummaryFile, run_eval_with_progress, write_outputs,
 };
 use rstar_agent::remote::{RemoteEngine, RemoteEngineConfig};
+use rstar_agent::rollout::setup::{RolloutSetup, base_limits};
 use rstar_agent::rollout::tools::{RunTools, ToolOptions};
 use rstar_agent::scheduled::{Progress, ProgressFn, ScheduleConfig};
-use rstar_agent::template::{Template, TemplateFormat};
+use rstar_agent::template::TemplateFormat;
 
 /// Arguments of `rstar eval`.
 #[derive(Debug, clap::Args)]
@@ -202,10 +204,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(other) => bail!("--template: `{other}` is not one of compact, chatml"),
         None => crate::default_template(&tokenizer),
     };
-    let mut limits = match template {
-        TemplateFormat::Compact => Limits::compact(),
-        TemplateFormat::ChatMl => Limits::rstar2_agent(),
-    };
+    let mut limits = base_limits(template);
     if let Some(p) = &protocol {
         limits.max_response_tokens = p.max_response_tokens;
         limits.max_assistant_turns = p.max_assistant_turns;
@@ -259,29 +258,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("{}: no problems to evaluate", data.display());
     }
 
-    let stops: Vec<String> = Template::of(template)
-        .stop_strings()
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
     let tokenizer = Arc::new(tokenizer);
+    let mut setup = RolloutSetup::new(template).sampling(sampling);
+    setup.limits = limits;
+    let stops = setup.stop_strings();
     let mut generators: Vec<Arc<dyn TurnGenerator>> = Vec::with_capacity(args.engines);
     match local {
         Some(model) => {
-            // The model's own EOS ids (HF `eos_token_id`), as `rstar serve` uses them.
-            let eos = model.config.eos_token_ids.clone();
-            for i in 0..args.engines {
-                let mut config = LocalEngineConfig::new(stops.clone());
-                config.eos = eos.clone();
-                config.sampling = sampling;
-                config.name = format!("local-{i}");
-                let need = limits.max_response_tokens as u64 + 4096;
-                config.kv_capacity = config.kv_capacity.max(need);
-                generators.push(Arc::new(LocalEngine::spawn(
-                    model.clone(),
-                    (*tokenizer).clone(),
-                    config,
-                )));
+            // The model's own EOS ids (HF `eos_token_id`), as `rstar serve` uses them, and the
+            // trainer's KV rule (`RolloutSetup::kv_capacity`) at the engine's default batch.
+            let setup = setup.clone().eos(model.config.eos_token_ids.clone());
+            let batch = LocalEngineConfig::new(Vec::new()).max_batch;
+            for engine in setup.spawn_local(
+                &model,
+                &tokenizer,
+                args.engines,
+                batch,
+                "local",
+                INITIAL_WEIGHT_VERSION,
+            ) {
+                generators.push(engine);
             }
         }
         None => {
@@ -324,15 +320,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let eval_options = EvalOptions {
         samples,
         schedule: ScheduleConfig {
-            template,
-            limits,
-            seed: args.seed,
-            policy,
-            retention: KvRetention::Keep,
             record_entropy: args.record_entropy,
             verifier: mode,
-            load_refresh_ms: 0,
-            keep_logprobs: false,
+            ..setup.schedule(args.seed, policy)
         },
     };
     let bar = progress_bar(prompts.len() * samples);

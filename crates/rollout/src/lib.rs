@@ -60,6 +60,7 @@ use crate::scheduled::AsyncTools;
 pub mod error;
 pub mod eval;
 pub mod scheduled;
+pub mod setup;
 pub mod timing;
 pub mod tools;
 

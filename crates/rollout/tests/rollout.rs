@@ -10,5 +10,6 @@ mod rollout {
     mod pool;
     mod rules;
     mod run_eval;
+    mod setup;
     mod verify;
 }

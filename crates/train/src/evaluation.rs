@@ -9,7 +9,7 @@ use rstar_rollout::scheduled::AsyncTools;
 use rstar_rollout::{Prompt, RolloutConfig, TrajectoryStats, rollout};
 
 use crate::error::Error;
-use crate::{EvalOptions, SampledAt, rl};
+use crate::{EvalOptions, SampledAt};
 
 /// `greedy` or `T = 0.6`.
 pub(crate) fn decoding_name(temperature: Option<f64>) -> String {
@@ -55,7 +55,7 @@ pub fn evaluate(
     )
 }
 
-/// [`evaluate`] in a given template (with its [`rl::base_limits`], the response budget replaced
+/// [`evaluate`] in a given template (with its [`base_limits`](rstar_rollout::setup::base_limits), the response budget replaced
 /// by `options.max_response_tokens` when set).
 ///
 /// # Errors
@@ -69,7 +69,7 @@ pub fn evaluate_with(
     seed: u64,
     tools: &dyn AsyncTools,
 ) -> Result<Evaluation, Error> {
-    let base = rl::base_limits(template);
+    let base = rstar_rollout::setup::base_limits(template);
     let config = RolloutConfig {
         template,
         limits: Limits {

@@ -344,7 +344,7 @@ impl<'a> Run<'a> {
             &SftConfig {
                 failing_fraction: config.sft.failing_fraction,
                 seed: seed_of(config.seed, "sft-bugs"),
-                limits: rl::base_limits(template),
+                limits: rstar_rollout::setup::base_limits(template),
                 wrong_programs: config.sft.wrong_programs.clone(),
                 bug_weights: config.sft.bug_weights.clone(),
             },

@@ -24,7 +24,7 @@ use rand::seq::index::sample;
 use rand_chacha::ChaCha8Rng;
 use rstar_curriculum::Stage;
 use rstar_grpo::{GlobalBatch, GrpoConfig, PolicyLossInputs, group_advantages, policy_loss};
-use rstar_policy::{Qwen, Sampling, Tokenizer, sequence_loss, sequence_target_logprobs};
+use rstar_policy::{Qwen, Tokenizer, sequence_loss, sequence_target_logprobs};
 use rstar_roc::{TraceSummary, reject_equal_reward, select};
 use serde::{Deserialize, Serialize};
 
@@ -37,38 +37,26 @@ use super::optim::{
 };
 use crate::error::Error;
 pub use crate::rl_engines::{LocalEngines, ScheduledRollout, scheduled_rollout};
-use crate::rl_engines::{schedule_config, stop_strings};
 use rstar_engine::SharedTokenizer;
-use rstar_episode::episode::{Limits, Trajectory};
+use rstar_episode::episode::Trajectory;
 use rstar_episode::template::TemplateFormat;
 use rstar_episode::toolcall::OutcomeKind;
 use rstar_rollout::scheduled::{AsyncTools, ScheduleConfig, run_scheduled_blocking};
+use rstar_rollout::setup::RolloutSetup;
 use rstar_rollout::timing::ToolLatency;
 use rstar_rollout::{
     Prompt, RolloutConfig, RolloutOutput, TrajectoryStats, mix_seed, rollout, rollout_chunked,
 };
 
-/// The limits of a stage on top of the compact defaults.
-pub fn stage_limits(stage: &Stage) -> Limits {
-    stage_limits_for(TemplateFormat::Compact, stage)
-}
-
-/// The base limits of a template: [`Limits::compact`] for the character model's compact
-/// layout, [`Limits::rstar2_agent`] for ChatML.
-pub fn base_limits(template: TemplateFormat) -> Limits {
-    match template {
-        TemplateFormat::Compact => Limits::compact(),
-        TemplateFormat::ChatMl => Limits::rstar2_agent(),
-    }
-}
-
-/// The limits of a stage on top of the template's [`base_limits`].
-pub fn stage_limits_for(template: TemplateFormat, stage: &Stage) -> Limits {
-    Limits {
-        max_assistant_turns: stage.max_assistant_turns as usize,
-        max_response_tokens: stage.max_response_tokens as usize,
-        ..base_limits(template)
-    }
+/// The rollout setup of a stage: the template's base limits with the stage's token and turn
+/// budgets, sampled at the stage's temperature (no EOS ids: turns end on the stop strings).
+pub fn stage_setup(template: TemplateFormat, stage: &Stage) -> RolloutSetup {
+    RolloutSetup::new(template)
+        .budget(
+            stage.max_response_tokens as usize,
+            stage.max_assistant_turns as usize,
+        )
+        .temperature(stage.temperature as f32)
 }
 
 /// What RoC reads of a trajectory: the reward, calls by outcome, answer tags, turns.
@@ -569,7 +557,8 @@ fn step_rollouts(
     let local_version = weight_version(inputs.step.saturating_sub(1));
     match (o.rollout_driver, async_tools, remote) {
         (RolloutDriver::Scheduled, Some(tools), Some((remote, version))) => {
-            let stops = stop_strings(inputs.template);
+            let setup = stage_setup(inputs.template, inputs.stage);
+            let stops = setup.stop_strings();
             let alive = remote.alive();
             let generators = remote.generators(
                 &stops,
@@ -589,7 +578,7 @@ fn step_rollouts(
                     // back during the step.
                     load_refresh_ms: (o.load_refresh_secs * 1000.0).round() as u64,
                     keep_logprobs,
-                    ..schedule_config(inputs.template, inputs.stage, step_seed, o.dispatch)
+                    ..setup.schedule(step_seed, o.dispatch)
                 },
             )
             .map_err(|e| match e {
@@ -637,16 +626,8 @@ fn step_rollouts(
         }
         _ => {
             let config = RolloutConfig {
-                template: inputs.template,
-                limits: stage_limits_for(inputs.template, inputs.stage),
-                sampling: Sampling::Temperature {
-                    temperature: inputs.stage.temperature as f32,
-                },
-                seed: step_seed,
-                max_batch: o.max_batch,
-                eos: Vec::new(),
-                per_rollout_seeds: true,
                 weight_version: Some(local_version),
+                ..stage_setup(inputs.template, inputs.stage).lock_step(step_seed, o.max_batch)
             };
             let output = rollout(policy, tokenizer, prompts, samples, &config, tools)?;
             Ok(StepRollouts {
@@ -1150,18 +1131,7 @@ pub fn hard_problems(
         &pool[..check.limit.min(pool.len())]
     };
     let k = check.k.max(1) as usize;
-    let config = RolloutConfig {
-        template: check.template,
-        limits: stage_limits_for(check.template, check.stage),
-        sampling: Sampling::Temperature {
-            temperature: check.stage.temperature as f32,
-        },
-        seed: check.seed,
-        max_batch: check.max_batch,
-        eos: Vec::new(),
-        per_rollout_seeds: true,
-        weight_version: None,
-    };
+    let config = stage_setup(check.template, check.stage).lock_step(check.seed, check.max_batch);
     let mut hard = Vec::new();
     rollout_chunked(
         model,

@@ -5,15 +5,15 @@
 use std::sync::Arc;
 
 use rstar_curriculum::Stage;
-use rstar_engine::{LocalEngine, LocalEngineConfig, SharedTokenizer, TurnGenerator};
-use rstar_episode::template::{Template, TemplateFormat};
-use rstar_policy::{Qwen, Sampling, Tokenizer};
+use rstar_engine::{LocalEngine, SharedTokenizer, TurnGenerator};
+use rstar_episode::template::TemplateFormat;
+use rstar_policy::{Qwen, Tokenizer};
 use rstar_rollout::scheduled::{AsyncTools, ScheduleConfig, run_scheduled_blocking};
 use rstar_rollout::{Prompt, RolloutOutput};
-use rstar_scheduler::{DispatchPolicy, KvRetention};
+use rstar_scheduler::DispatchPolicy;
 
 use crate::error::Error;
-use crate::rl::{DispatchRecord, stage_limits_for};
+use crate::rl::{DispatchRecord, stage_setup};
 
 /// What [`scheduled_rollout`] needs besides the policy, prompts and tools.
 #[derive(Debug, Clone, Copy)]
@@ -107,18 +107,14 @@ impl LocalEngines {
         options: &ScheduledRollout<'_>,
         tools: Arc<dyn AsyncTools>,
     ) -> Result<(RolloutOutput, DispatchRecord), Error> {
-        let limits = stage_limits_for(options.template, options.stage);
-        let stops = stop_strings(options.template);
+        let setup = stage_setup(options.template, options.stage);
         let count = options.engines.max(1);
         let rollouts = (prompts.len() * samples).max(1);
         let per_engine = rollouts.div_ceil(count);
         let version = options
             .weight_version
             .unwrap_or(rstar_engine::INITIAL_WEIGHT_VERSION);
-        let key = format!(
-            "{:?}|{:?}|{count}|{per_engine}",
-            options.stage, options.template
-        );
+        let key = format!("{setup:?}|{count}|{per_engine}");
         if key == self.key && self.engines.len() == count {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .build()
@@ -137,27 +133,8 @@ impl LocalEngines {
                     })?;
             }
         } else {
-            // Every rollout an engine may hold fits its nominal KV budget and its batch: local
-            // engines have no paged cache, so `kv-aware` must not hold rollouts back.
-            let budget =
-                (limits.max_response_tokens + policy.config.max_position_embeddings) as u64;
-            self.engines = (0..count)
-                .map(|i| {
-                    let mut config = LocalEngineConfig::new(stops.clone());
-                    config.sampling = Sampling::Temperature {
-                        temperature: options.stage.temperature as f32,
-                    };
-                    config.max_batch = per_engine;
-                    config.kv_capacity = config.kv_capacity.max(per_engine as u64 * budget);
-                    config.name = format!("train-{i}");
-                    config.weight_version = version.to_string();
-                    Arc::new(LocalEngine::spawn(
-                        policy.clone(),
-                        tokenizer.clone(),
-                        config,
-                    ))
-                })
-                .collect();
+            self.engines =
+                setup.spawn_local(policy, tokenizer, count, per_engine, "train", version);
             self.spawned += count;
             self.key = key;
         }
@@ -169,12 +146,7 @@ impl LocalEngines {
         let names: Vec<String> = generators.iter().map(|g| g.name()).collect();
         let config = ScheduleConfig {
             keep_logprobs: options.keep_logprobs,
-            ..schedule_config(
-                options.template,
-                options.stage,
-                options.seed,
-                options.dispatch,
-            )
+            ..setup.schedule(options.seed, options.dispatch)
         };
         let out = run_scheduled_blocking(
             generators,
@@ -185,35 +157,5 @@ impl LocalEngines {
             &config,
         )?;
         Ok((out.rollout, DispatchRecord::new(names, &out.dispatch)))
-    }
-}
-
-/// The template's stop strings, owned.
-pub(crate) fn stop_strings(template: TemplateFormat) -> Vec<String> {
-    Template::of(template)
-        .stop_strings()
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-}
-
-/// The scheduled driver's configuration of an RL step: the stage's limits, caches kept over
-/// tool calls, the integer reward, no per-token statistics.
-pub(crate) fn schedule_config(
-    template: TemplateFormat,
-    stage: &Stage,
-    seed: u64,
-    dispatch: DispatchPolicy,
-) -> ScheduleConfig {
-    ScheduleConfig {
-        template,
-        limits: stage_limits_for(template, stage),
-        seed,
-        policy: dispatch,
-        retention: KvRetention::Keep,
-        record_entropy: false,
-        verifier: rstar_verifier::Mode::Integer,
-        load_refresh_ms: 0,
-        keep_logprobs: false,
     }
 }
