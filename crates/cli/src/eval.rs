@@ -24,9 +24,10 @@ use rstar_agent::eval::{
 };
 use rstar_agent::remote::{RemoteEngine, RemoteEngineConfig};
 use rstar_agent::rollout::setup::{RolloutSetup, base_limits};
-use rstar_agent::rollout::tools::{RunTools, ToolOptions};
+use rstar_agent::rollout::tools::ToolOptions;
 use rstar_agent::scheduled::{Progress, ProgressFn, ScheduleConfig};
 use rstar_agent::template::TemplateFormat;
+use rstar_agent::train::tools::RunTools;
 
 /// Arguments of `rstar eval`.
 #[derive(Debug, clap::Args)]

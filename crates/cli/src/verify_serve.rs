@@ -27,7 +27,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rayon::prelude::*;
-use rstar_verifier::{Error as VerifyError, Integer, Mode, Reason, ScoreMode, Verdict, Verifier};
+use rstar_verifier::{Error as VerifyError, Mode, ScoreMode, Scored, Verdict, Verifier};
 use serde::{Deserialize, Serialize};
 
 /// The `rstar verify` subcommands.
@@ -112,27 +112,8 @@ struct ScoreRequest {
     mode: Option<String>,
 }
 
-/// A `/score` verdict: [`Verdict`]'s JSON form (as `rstar verify` writes it, `normalized` `null`
-/// when absent) with the mode used after `reason`, or `{"error": ...}` alone. Not
-/// [`rstar_verifier::Scored`], `/verify`'s form, which leaves out a `null` `normalized` and writes
-/// `reward` 0 beside an error: the two routes' answers stay as they were.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum Scored {
-    Verdict {
-        reward: u8,
-        reason: Reason,
-        mode: Mode,
-        extracted: Option<String>,
-        normalized: Option<Integer>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        canonical: Option<String>,
-    },
-    Error {
-        error: String,
-    },
-}
-
+/// `/score`'s answer: the rewards, and each verdict in the one JSON form of a verdict
+/// ([`Scored`], as `/verify` writes it) with the mode it was scored in.
 #[derive(Debug, Serialize)]
 struct ScoreResponse {
     rewards: Vec<f64>,
@@ -268,30 +249,15 @@ async fn score(
             .par_iter()
             .zip(answers.par_iter())
             .with_min_len(64)
-            .map(|(r, a)| match service.score(mode, r, a) {
-                (mode, Ok(v)) => Scored::Verdict {
-                    reward: v.reward,
-                    reason: v.reason,
-                    mode,
-                    extracted: v.extracted,
-                    normalized: v.normalized,
-                    canonical: v.canonical,
-                },
-                (_, Err(e)) => Scored::Error {
-                    error: e.to_string(),
-                },
+            .map(|(r, a)| {
+                let (mode, result) = service.score(mode, r, a);
+                Scored::in_mode(result, mode)
             })
             .collect::<Vec<_>>()
     })
     .await
     .map_err(|e| Reject(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let rewards = verdicts
-        .iter()
-        .map(|v| match v {
-            Scored::Verdict { reward, .. } => f64::from(*reward),
-            Scored::Error { .. } => 0.0,
-        })
-        .collect();
+    let rewards = verdicts.iter().map(|v| f64::from(v.reward)).collect();
     Ok(axum::Json(ScoreResponse { rewards, verdicts }))
 }
 

@@ -37,9 +37,10 @@ pub enum Error {
     /// The tool sandbox could not be started.
     #[error("tool sandbox: {0}")]
     Toolenv(#[from] rstar_toolenv::Error),
-    /// The code-judge servers could not be reached or configured.
-    #[error(transparent)]
-    Toolserver(#[from] rstar_toolserver::Error),
+    /// The tools failed as a whole (not one call, whose failure is an outcome): servers that
+    /// could not be reached or configured, a verification that could not be had.
+    #[error("tools: {0}")]
+    Tools(#[source] rstar_scheduler::BoxError),
     /// A ground truth the verifier cannot score.
     #[error("verifier: {0}")]
     Verifier(#[from] rstar_verifier::Error),
@@ -63,4 +64,11 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+}
+
+impl Error {
+    /// [`Error::Tools`] with a message.
+    pub fn tools(message: impl Into<String>) -> Self {
+        Self::Tools(message.into().into())
+    }
 }

@@ -452,7 +452,7 @@ fn score_remotely<T: rstar_episode::episode::TextTokenizer>(
         .iter()
         .zip(truths())
         .map(|(t, p)| {
-            rstar_toolserver::api::VerifyItem::new(
+            rstar_verifier::VerifyItem::new(
                 t.assistant_text(),
                 p.answer.clone(),
                 rstar_verifier::Mode::Integer,

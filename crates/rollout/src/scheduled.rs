@@ -68,7 +68,7 @@ use rstar_engine::{TurnGenerator, TurnSpec};
 use rstar_episode::episode::{Episode, Limits, Score, Step, StopReason, TextTokenizer, TokenStats};
 use rstar_episode::template::{Template, TemplateFormat};
 use rstar_episode::toolcall::{ToolCall, ToolName, ToolOutcome};
-use rstar_toolserver::api::{VerifyItem, VerifyVerdict};
+use rstar_verifier::{Scored, VerifyItem};
 
 use crate::timing::ToolTimings;
 
@@ -76,7 +76,7 @@ use crate::timing::ToolTimings;
 /// tool trait of the agent layer: the scheduled driver calls [`run`](Self::run) as each
 /// rollout's turn ends, the lock-step driver ([`rollout`](crate::rollout)), the SFT corpus and
 /// the trainer's evaluation call [`run_round`](Self::run_round) once a round. Implementations:
-/// [`PoolTools`] (the sandbox), [`ServerTools`] (code-judge servers), [`FnTools`] (an async
+/// [`PoolTools`] (the sandbox), `rstar_train::tools::ServerTools` (code-judge servers), [`FnTools`] (an async
 /// function), [`FnExecutor`](crate::FnExecutor) (a plain closure).
 pub trait AsyncTools: Send + Sync {
     /// Runs one call. `history` holds the code of the rollout's earlier `jupyter_code` calls,
@@ -103,7 +103,7 @@ pub trait AsyncTools: Send + Sync {
     }
 
     /// Where these tools note each call's latency and run time, when they do
-    /// ([`PoolTools`] and [`ServerTools`]); the trainer takes a step's notes after its
+    /// ([`PoolTools`] and `rstar_train::tools::ServerTools`); the trainer takes a step's notes after its
     /// rollouts and writes their percentiles to `metrics.jsonl`.
     fn timings(&self) -> Option<&ToolTimings> {
         None
@@ -135,26 +135,23 @@ pub trait AsyncTools: Send + Sync {
     fn verify_round(&self, answers: Vec<VerifyItem>) -> VerifyResult {
         match runtime() {
             Ok(rt) => rt.block_on(self.verify(answers)),
-            Err(e) => Err(rstar_toolserver::Error::Config(e.to_string())),
+            Err(e) => Err(Error::tools(e.to_string())),
         }
     }
 }
 
 /// What [`AsyncTools::verify`] answers: one verdict per answer, or why none could be had.
-pub type VerifyResult = Result<Vec<VerifyVerdict>, rstar_toolserver::Error>;
+pub type VerifyResult = Result<Vec<Scored>, Error>;
 
 /// The verdicts of the in-process verifier, in the wire form of `/verify`.
-fn verify_in_process(answers: &[VerifyItem]) -> Vec<VerifyVerdict> {
+fn verify_in_process(answers: &[VerifyItem]) -> Vec<Scored> {
     let verifier = rstar_verifier::Verifier::new();
-    answers
-        .iter()
-        .map(|a| VerifyVerdict::of(verifier.verify_mode(a.mode, &a.response, &a.ground_truth)))
-        .collect()
+    answers.iter().map(|a| a.score(&verifier)).collect()
 }
 
 /// A verdict as the score of a trajectory: what [`score`] gives in process (a ground truth
 /// that cannot be scored scores 0 without an answer).
-fn score_of(verdict: &VerifyVerdict) -> Score {
+fn score_of(verdict: &Scored) -> Score {
     match verdict.error {
         None => Score {
             answer: verdict.extracted.clone(),
@@ -291,211 +288,6 @@ impl PoolTools {
             Some(t) => call.with_timeout(t),
             None => call,
         }
-    }
-}
-
-/// Tool calls on code-judge servers (`rstar tools serve`, code-judge itself) through
-/// [`rstar_toolserver`]'s batching client: calls are grouped into batches, spread over the
-/// servers by their queues, and retried on queue timeouts and transport errors (a server that
-/// dies has its calls retried on the others). The answer is written as the in-process pool
-/// writes it ([`ToolOutcome::code_judge`]), so a rollout scores the same either way.
-///
-/// The client runs on a small runtime of its own, so the tools can serve any number of
-/// scheduled runs, each on its own runtime. `jupyter_code` calls need the in-process sandbox
-/// (their cells share state) and are answered with an error here.
-pub struct ServerTools {
-    client: rstar_toolserver::Client,
-    urls: Vec<String>,
-    runtime: Option<tokio::runtime::Runtime>,
-    /// Score finished rollouts on the servers' `/verify` ([`AsyncTools::verifies`]).
-    verify: bool,
-    timings: ToolTimings,
-}
-
-impl std::fmt::Debug for ServerTools {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerTools")
-            .field("urls", &self.urls)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ServerTools {
-    /// A client of the servers at `urls` (`http://host:port`), with each call's wall-clock
-    /// limit given to the servers' own.
-    ///
-    /// # Errors
-    /// No URL, a bad URL, or a runtime that cannot start.
-    pub fn connect(urls: &[String]) -> Result<Self, Error> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("rstar-tools-client")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Io {
-                path: "<tokio runtime>".into(),
-                source: e,
-            })?;
-        let client = {
-            let _inside = runtime.enter();
-            urls.iter()
-                .fold(rstar_toolserver::Client::builder(), |b, u| {
-                    b.endpoint(u.clone())
-                })
-                .build()
-                .map_err(|e| rstar_engine::Error::Remote {
-                    url: urls.join(","),
-                    message: e.to_string(),
-                })?
-        };
-        Ok(ServerTools {
-            client,
-            urls: urls.to_vec(),
-            runtime: Some(runtime),
-            verify: false,
-            timings: ToolTimings::new(),
-        })
-    }
-
-    /// The same tools, scoring finished rollouts on the servers' `POST /verify` when `on`
-    /// (`rl.verify = "remote"`), in batches beside the tool calls, rather than in process.
-    pub fn verifying(mut self, on: bool) -> Self {
-        self.verify = on;
-        self
-    }
-
-    /// The servers' URLs.
-    pub fn urls(&self) -> &[String] {
-        &self.urls
-    }
-}
-
-impl Drop for ServerTools {
-    fn drop(&mut self) {
-        // Possibly dropped inside another runtime: shut this one down without blocking.
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-/// The answer to a `jupyter_code` call, which a code-judge server cannot run.
-fn jupyter_refused() -> ToolOutcome {
-    ToolOutcome::code_judge(
-        false,
-        "invalid_input",
-        "",
-        "jupyter_code needs the in-process sandbox: its cells share state, which a code-judge server does not keep",
-        0.0,
-    )
-}
-
-/// A `python_code_with_standard_io` call as a code-judge submission.
-fn submission(call: ToolCall) -> rstar_toolserver::api::Submission {
-    let mut submission = rstar_toolserver::api::Submission::python(call.code);
-    if !call.input.is_empty() {
-        submission.input = Some(call.input);
-    }
-    submission
-}
-
-/// A code-judge result as the in-process pool writes it.
-fn server_outcome(r: &rstar_toolserver::api::SubmissionResult) -> ToolOutcome {
-    ToolOutcome::code_judge(
-        r.run_success,
-        r.reason.as_str(),
-        r.stdout.as_deref().unwrap_or(""),
-        r.stderr.as_deref().unwrap_or(""),
-        r.cost,
-    )
-}
-
-impl AsyncTools for ServerTools {
-    fn run(&self, call: ToolCall, _history: Vec<String>) -> BoxFuture<'_, ToolOutcome> {
-        Box::pin(async move {
-            if matches!(call.name, ToolName::JupyterCode) {
-                return jupyter_refused();
-            }
-            let started = std::time::Instant::now();
-            let r = self.client.run(submission(call)).await;
-            self.timings.record(started.elapsed(), r.cost);
-            server_outcome(&r)
-        })
-    }
-
-    fn timings(&self) -> Option<&ToolTimings> {
-        Some(&self.timings)
-    }
-
-    fn run_round(&self, calls: &[ToolCall]) -> Vec<ToolOutcome> {
-        self.batch(calls)
-    }
-
-    fn verifies(&self) -> bool {
-        self.verify
-    }
-
-    /// On the servers, from the client's own runtime (the caller's may be any).
-    fn verify(&self, answers: Vec<VerifyItem>) -> BoxFuture<'_, VerifyResult> {
-        let client = self.client.clone();
-        let task = self
-            .runtime
-            .as_ref()
-            .map(|rt| rt.spawn(async move { client.verify(answers).await }));
-        Box::pin(async move {
-            match task {
-                Some(task) => task.await.map_err(|e| {
-                    rstar_toolserver::Error::Config(format!("the verify task failed: {e}"))
-                })?,
-                None => Err(rstar_toolserver::Error::Config(
-                    "the tool client is shut down".into(),
-                )),
-            }
-        })
-    }
-
-    fn verify_round(&self, answers: Vec<VerifyItem>) -> VerifyResult {
-        match &self.runtime {
-            Some(runtime) => runtime.block_on(self.client.verify(answers)),
-            None => Err(rstar_toolserver::Error::Config(
-                "the tool client is shut down".into(),
-            )),
-        }
-    }
-}
-
-impl ServerTools {
-    /// A lock-step round on the servers: the calls go out as one batch (spread over the
-    /// servers, retried on the others when one dies), and the round waits for them. Call it
-    /// outside any tokio runtime (the lock-step driver and the evaluation are plain threads).
-    fn batch(&self, calls: &[ToolCall]) -> Vec<ToolOutcome> {
-        let mut outcomes: Vec<Option<ToolOutcome>> = vec![None; calls.len()];
-        let mut sent = Vec::new();
-        let mut subs = Vec::new();
-        for (i, call) in calls.iter().enumerate() {
-            if matches!(call.name, ToolName::JupyterCode) {
-                outcomes[i] = Some(jupyter_refused());
-            } else {
-                sent.push(i);
-                subs.push(submission(call.clone()));
-            }
-        }
-        if !subs.is_empty() {
-            let results = match &self.runtime {
-                Some(runtime) => runtime.block_on(self.client.run_batch_timed(subs)),
-                None => Vec::new(),
-            };
-            for (r, took) in &results {
-                self.timings.record(*took, r.cost);
-            }
-            for (k, &i) in sent.iter().enumerate() {
-                outcomes[i] = Some(results.get(k).map_or_else(
-                    || ToolOutcome::code_judge(false, "internal_error", "", "no result", 0.0),
-                    |(r, _)| server_outcome(r),
-                ));
-            }
-        }
-        outcomes.into_iter().flatten().collect()
     }
 }
 
@@ -1096,7 +888,7 @@ const VERIFY_LINGER: Duration = Duration::from_millis(5);
 async fn verify_as_they_finish(
     tools: Arc<dyn AsyncTools>,
     mut queue: tokio::sync::mpsc::UnboundedReceiver<(usize, VerifyItem)>,
-) -> Result<Vec<(usize, VerifyVerdict)>, rstar_toolserver::Error> {
+) -> Result<Vec<(usize, Scored)>, Error> {
     let mut batches = tokio::task::JoinSet::new();
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
@@ -1111,13 +903,12 @@ async fn verify_as_they_finish(
         batches.spawn(async move {
             let (rollouts, answers): (Vec<usize>, Vec<VerifyItem>) = batch.into_iter().unzip();
             let verdicts = tools.verify(answers).await?;
-            Ok::<_, rstar_toolserver::Error>(rollouts.into_iter().zip(verdicts).collect::<Vec<_>>())
+            Ok::<_, Error>(rollouts.into_iter().zip(verdicts).collect::<Vec<_>>())
         });
     }
     let mut all = Vec::new();
     while let Some(joined) = batches.join_next().await {
-        let verdicts = joined
-            .map_err(|e| rstar_toolserver::Error::Config(format!("a verify task failed: {e}")))??;
+        let verdicts = joined.map_err(|e| Error::tools(format!("a verify task failed: {e}")))??;
         all.extend(verdicts);
     }
     Ok(all)
@@ -1128,9 +919,9 @@ async fn verify_as_they_finish(
 /// not see (a rollout stopped where its context filled the model).
 async fn collect_verdicts<T: TextTokenizer>(
     shared: &Shared<T>,
-    task: tokio::task::JoinHandle<Result<Vec<(usize, VerifyVerdict)>, rstar_toolserver::Error>>,
+    task: tokio::task::JoinHandle<Result<Vec<(usize, Scored)>, Error>>,
     tools: &dyn AsyncTools,
-) -> Result<Vec<Option<VerifyVerdict>>, Error> {
+) -> Result<Vec<Option<Scored>>, Error> {
     drop(
         shared
             .verify_queue
@@ -1138,10 +929,10 @@ async fn collect_verdicts<T: TextTokenizer>(
             .unwrap_or_else(|p| p.into_inner())
             .take(),
     );
-    let mut verdicts: Vec<Option<VerifyVerdict>> = vec![None; shared.slots.len()];
-    let scored = task.await.map_err(|e| {
-        rstar_toolserver::Error::Config(format!("the verification task failed: {e}"))
-    })??;
+    let mut verdicts: Vec<Option<Scored>> = vec![None; shared.slots.len()];
+    let scored = task
+        .await
+        .map_err(|e| Error::tools(format!("the verification task failed: {e}")))??;
     for (rollout, verdict) in scored {
         verdicts[rollout] = Some(verdict);
     }

@@ -1,5 +1,5 @@
 //! Per-call tool latency: [`ToolTimings`], where [`PoolTools`](crate::scheduled::PoolTools)
-//! and [`ServerTools`](crate::scheduled::ServerTools) note how long each call took from its
+//! and `rstar_train::tools::ServerTools` note how long each call took from its
 //! submission to its answer and how long the sandbox ran it. The trainer takes a step's
 //! timings after its rollouts and writes their percentiles ([`ToolLatency`]) to
 //! `metrics.jsonl`.

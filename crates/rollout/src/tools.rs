@@ -1,18 +1,16 @@
-//! Where tool calls go: the sandboxed in-process Python pool, or code-judge servers
-//! (`rstar tools serve`, code-judge, SandboxFusion's code-judge API). [`RunTools`] is the one
-//! place the trainer and `rstar eval` choose between them, from [`ToolOptions`] (the run
-//! config's `tools` section).
+//! The tools' options (the run config's `tools` section, [`ToolOptions`]), where finished
+//! rollouts are scored ([`VerifyAt`]), and the sandboxed in-process Python pool
+//! ([`start_pool`]). The choice between the pool and code-judge servers is
+//! `rstar_train::tools::RunTools`: the trainer is the crate that sees both this one and
+//! `rstar-toolserver`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use rstar_toolenv::{BlockingPool, Pool};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::scheduled::{AsyncTools, PoolTools, ServerTools};
-use crate::timing::ToolTimings;
 
 /// The Python sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,63 +97,4 @@ pub fn start_pool(options: &ToolOptions) -> Result<BlockingPool, Error> {
         builder = builder.workers(options.workers);
     }
     Ok(BlockingPool::new(builder)?)
-}
-
-/// Where a run's tool calls go: the in-process sandbox, or the code-judge servers of
-/// `tools.servers` (`--tools`), which then replace it everywhere (RL steps, the hard stage's
-/// check, the evaluations).
-#[derive(Debug)]
-pub enum RunTools {
-    /// The sandboxed Python pool, and where its calls' latencies are noted (shared by every
-    /// [`RunTools::async_tools`] handle).
-    Pool(BlockingPool, ToolTimings),
-    /// Code-judge servers.
-    Servers(Arc<ServerTools>),
-}
-
-impl RunTools {
-    /// The servers when `options.servers` lists some, else a started pool.
-    pub fn start(options: &ToolOptions) -> Result<Self, Error> {
-        Self::start_verifying(options, VerifyAt::Local)
-    }
-
-    /// [`RunTools::start`], with finished rollouts scored where `verify` says: with
-    /// [`VerifyAt::Remote`], on the servers ([`ServerTools::verifying`]).
-    ///
-    /// # Errors
-    /// As [`RunTools::start`]; [`VerifyAt::Remote`] without servers.
-    pub fn start_verifying(options: &ToolOptions, verify: VerifyAt) -> Result<Self, Error> {
-        if options.servers.is_empty() {
-            if verify == VerifyAt::Remote {
-                return Err(Error::Toolserver(rstar_toolserver::Error::Config(
-                    "`rl.verify` is `remote`, which scores answers on the tool servers, but `tools.servers` lists none (--tools URL[,URL…])".into(),
-                )));
-            }
-            Ok(RunTools::Pool(start_pool(options)?, ToolTimings::new()))
-        } else {
-            Ok(RunTools::Servers(Arc::new(
-                ServerTools::connect(&options.servers)?.verifying(verify == VerifyAt::Remote),
-            )))
-        }
-    }
-
-    /// Whether finished rollouts are scored on the servers.
-    pub fn verifies(&self) -> bool {
-        match self {
-            RunTools::Pool(..) => false,
-            RunTools::Servers(servers) => servers.verifies(),
-        }
-    }
-
-    /// The tools, for either driver (the lock-step one through [`AsyncTools::run_round`]).
-    pub fn async_tools(&self) -> Arc<dyn AsyncTools> {
-        match self {
-            RunTools::Pool(pool, timings) => Arc::new(PoolTools {
-                pool: pool.pool().clone(),
-                timeout: None,
-                timings: timings.clone(),
-            }),
-            RunTools::Servers(servers) => Arc::clone(servers) as Arc<dyn AsyncTools>,
-        }
-    }
 }

@@ -458,44 +458,8 @@ pub struct VerifyRequest {
     pub items: Vec<VerifyItem>,
 }
 
-/// One answer of a [`VerifyRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct VerifyItem {
-    /// The text scored: a response's assistant turns (its last `\boxed{}` is the answer).
-    pub response: String,
-    /// The ground truth.
-    pub ground_truth: String,
-    /// How the answer is compared: `integer` (the training reward; the default), `math` or
-    /// `choice` ([`rstar_verifier::Mode`]).
-    #[serde(default, deserialize_with = "mode_field")]
-    pub mode: rstar_verifier::Mode,
-}
-
-impl VerifyItem {
-    /// An answer to score in `mode`.
-    pub fn new(
-        response: impl Into<String>,
-        ground_truth: impl Into<String>,
-        mode: rstar_verifier::Mode,
-    ) -> Self {
-        Self {
-            response: response.into(),
-            ground_truth: ground_truth.into(),
-            mode,
-        }
-    }
-}
-
-/// A mode with an error that names the field and the modes there are.
-fn mode_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<rstar_verifier::Mode, D::Error> {
-    let s = String::deserialize(d)?;
-    s.parse().map_err(|_| {
-        serde::de::Error::custom(format!(
-            "`mode`: `{s}` is not a mode (expected integer, math or choice)"
-        ))
-    })
-}
+/// One answer of a [`VerifyRequest`]: `rstar-verifier`'s own [`rstar_verifier::VerifyItem`].
+pub use rstar_verifier::VerifyItem;
 
 /// `POST /verify`'s answer: one verdict per item, in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

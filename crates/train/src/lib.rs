@@ -43,6 +43,7 @@ mod report;
 pub mod rl;
 mod rl_engines;
 pub mod sft;
+pub mod tools;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -23,11 +23,11 @@ use super::{
     problems, report_from_files, rl, seed_of, sft, template_for,
 };
 use crate::error::Error;
+use crate::tools::RunTools;
 use rstar_analysis::tensorboard::{LineKind, ROLLOUT_SAMPLES, RunLog};
 use rstar_episode::episode::Trajectory;
 use rstar_episode::template::{Template, TemplateFormat};
 use rstar_rollout::Prompt;
-use rstar_rollout::tools::RunTools;
 use rstar_tasks::tasks::sft::SftConfig;
 use rstar_tasks::tasks::{Split, TaskSet};
 

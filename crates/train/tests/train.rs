@@ -11,4 +11,5 @@ mod train {
     mod rl;
     mod rollout;
     mod sft;
+    mod tools;
 }

@@ -93,7 +93,7 @@ mod scored;
 
 use norm::{Limits, Norm};
 pub use score_mode::ScoreMode;
-pub use scored::Scored;
+pub use scored::{Scored, VerifyItem};
 
 /// Why a response got its reward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

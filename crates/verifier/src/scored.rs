@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Integer, Reason, Verdict};
+use crate::{Error, Integer, Mode, Reason, Verdict, Verifier};
 
 /// The verdict on one answer as JSON: [`Verdict`]'s fields, or `error` when the ground truth
 /// cannot be scored in its mode (reward 0, as the trainer scores such a row).
@@ -33,6 +33,10 @@ pub struct Scored {
     /// Why (`right`, `wrong`, `no_box`, …); absent with `error`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
+    /// The mode the answer was compared in, when the service chose it (`rstar verify serve`'s
+    /// `/score` writes it: its `auto` mode picks one per ground truth); absent on `/verify`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
     /// The text of the last box, as written (trimmed); `null` without a box.
     #[serde(default)]
     pub extracted: Option<String>,
@@ -54,6 +58,7 @@ impl Scored {
             Ok(v) => Self {
                 reward: v.reward,
                 reason: Some(v.reason),
+                mode: None,
                 extracted: v.extracted,
                 normalized: v.normalized,
                 canonical: v.canonical,
@@ -62,11 +67,22 @@ impl Scored {
             Err(e) => Self {
                 reward: 0,
                 reason: None,
+                mode: None,
                 extracted: None,
                 normalized: None,
                 canonical: None,
                 error: Some(e.to_string()),
             },
+        }
+    }
+}
+
+impl Scored {
+    /// [`Scored::of`], naming the mode it was scored in (kept beside an error too).
+    pub fn in_mode(result: Result<Verdict, Error>, mode: Mode) -> Self {
+        Self {
+            mode: Some(mode),
+            ..Self::of(result)
         }
     }
 }
@@ -111,6 +127,29 @@ mod tests {
         );
     }
 
+    /// `rstar verify serve`'s `/score` names the mode after `reason`, beside an error too.
+    #[test]
+    fn a_named_mode_follows_the_reason() {
+        let v = Verifier::new();
+        let s = Scored::in_mode(
+            v.verify_mode(Mode::Math, "\\boxed{\\frac12}", "1/2"),
+            Mode::Math,
+        );
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"{"reward":1,"reason":"right","mode":"math","extracted":"\\frac12","canonical":"1/2"}"#
+        );
+        let e = Scored::in_mode(
+            v.verify_mode(Mode::Integer, "\\boxed{1}", "1/2"),
+            Mode::Integer,
+        );
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(
+            text.starts_with(r#"{"reward":0,"mode":"integer","extracted":null,"error":"#),
+            "{text}"
+        );
+    }
+
     #[test]
     fn missing_fields_read_as_absent() {
         let s: Scored = serde_json::from_str(r#"{"reward":0,"error":"x"}"#).unwrap();
@@ -119,6 +158,7 @@ mod tests {
             Scored {
                 reward: 0,
                 reason: None,
+                mode: None,
                 extracted: None,
                 normalized: None,
                 canonical: None,
@@ -126,4 +166,45 @@ mod tests {
             }
         );
     }
+}
+
+/// One answer to score: what `rstar tools serve`'s `POST /verify` takes (an item of its
+/// request) and what the trainer scores in process ([`VerifyItem::score`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyItem {
+    /// The text scored: a response's assistant turns (its last `\boxed{}` is the answer).
+    pub response: String,
+    /// The ground truth.
+    pub ground_truth: String,
+    /// How the answer is compared: `integer` (the training reward; the default), `math` or
+    /// `choice` ([`Mode`]).
+    #[serde(default, deserialize_with = "mode_field")]
+    pub mode: Mode,
+}
+
+impl VerifyItem {
+    /// An answer to score in `mode`.
+    pub fn new(response: impl Into<String>, ground_truth: impl Into<String>, mode: Mode) -> Self {
+        Self {
+            response: response.into(),
+            ground_truth: ground_truth.into(),
+            mode,
+        }
+    }
+
+    /// Scored by `verifier` in its mode, in the JSON form.
+    pub fn score(&self, verifier: &Verifier) -> Scored {
+        Scored::of(verifier.verify_mode(self.mode, &self.response, &self.ground_truth))
+    }
+}
+
+/// A mode with an error that names the field and the modes there are.
+fn mode_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(|_| {
+        serde::de::Error::custom(format!(
+            "`mode`: `{s}` is not a mode (expected integer, math or choice)"
+        ))
+    })
 }

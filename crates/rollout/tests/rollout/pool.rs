@@ -66,37 +66,3 @@ fn sandboxed_calls_answer_and_time_out() {
     assert_eq!(out.rollout.stats.tool_calls, 2);
     assert!(out.rollout.stats.tool_secs > 0.0);
 }
-
-#[test]
-fn server_tools_refuse_notebook_calls_and_report_unreachable_servers_as_tool_errors() {
-    use rstar_episode::toolcall::{ToolCall, ToolName};
-    use rstar_rollout::scheduled::{AsyncTools, ServerTools};
-
-    assert!(ServerTools::connect(&[]).is_err());
-    // Nothing listens on port 9: the client's retries run out and the call is an error
-    // outcome (the rollout goes on), never a hang or a panic.
-    let tools = ServerTools::connect(&["http://127.0.0.1:9".to_string()]).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let notebook = ToolCall {
-        name: ToolName::JupyterCode,
-        code: "x = 1".into(),
-        input: String::new(),
-    };
-    let refused = rt.block_on(tools.run(notebook, Vec::new()));
-    assert_eq!(refused.kind, OutcomeKind::Error);
-    assert!(
-        refused
-            .text
-            .contains("jupyter_code needs the in-process sandbox"),
-        "{}",
-        refused.text
-    );
-    let failed = rt.block_on(tools.run(ToolCall::python("print(1)"), Vec::new()));
-    assert_eq!(failed.kind, OutcomeKind::Error, "{}", failed.text);
-    assert!(failed.text.contains("internal_error"), "{}", failed.text);
-    // Dropped on another runtime's thread without panicking.
-    rt.block_on(async move { drop(tools) });
-}

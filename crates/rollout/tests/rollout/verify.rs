@@ -10,7 +10,7 @@ use rstar_episode::episode::ByteTokenizer;
 use rstar_episode::toolcall::{ToolCall, ToolOutcome};
 use rstar_rollout::Prompt;
 use rstar_rollout::scheduled::{AsyncTools, ScheduleConfig, VerifyResult, run_scheduled_blocking};
-use rstar_toolserver::api::{VerifyItem, VerifyVerdict};
+use rstar_verifier::{Scored, VerifyItem};
 
 use super::common::{Script, generators, outcome};
 
@@ -34,15 +34,14 @@ impl AsyncTools for Verifying {
         Box::pin(async move {
             self.batches.lock().unwrap().push(answers.clone());
             if self.fail {
-                return Err(rstar_toolserver::Error::Transport {
-                    endpoint: "http://verifier".into(),
-                    message: "connection refused".into(),
-                });
+                return Err(rstar_rollout::Error::tools(
+                    "http://verifier: connection refused",
+                ));
             }
             let v = rstar_verifier::Verifier::new();
             Ok(answers
                 .iter()
-                .map(|a| VerifyVerdict::of(v.verify_mode(a.mode, &a.response, &a.ground_truth)))
+                .map(|a| Scored::of(v.verify_mode(a.mode, &a.response, &a.ground_truth)))
                 .collect())
         })
     }
