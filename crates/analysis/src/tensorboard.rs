@@ -311,6 +311,10 @@ pub fn rl_tag(path: &str) -> String {
     if let Some(name) = path.strip_prefix("tool_latency.") {
         return format!("tool/latency/{name}");
     }
+    // Asynchronous RL (`rl.max_staleness`): `async/staleness/1`, `async/dropped_groups`, ….
+    if let Some(name) = path.strip_prefix("asynchronous.") {
+        return format!("async/{}", name.replace('.', "/"));
+    }
     format!("rstar/{}", path.replace('.', "/"))
 }
 
@@ -832,6 +836,11 @@ mod tests {
         assert_eq!(rl_tag("roc_metrics.roc/pass_ratio"), "roc/roc/pass_ratio");
         assert_eq!(rl_tag("tool_latency.p99_ms"), "tool/latency/p99_ms");
         assert_eq!(rl_tag("rollout_corr.rollout_corr/kl"), "rollout_corr/kl");
+        assert_eq!(rl_tag("asynchronous.staleness.1"), "async/staleness/1");
+        assert_eq!(
+            rl_tag("asynchronous.engine_idle_secs"),
+            "async/engine_idle_secs"
+        );
         assert_eq!(rl_tag("new_field.x"), "rstar/new_field/x");
         assert_eq!(sft_tag("loss"), "sft/loss");
         assert_eq!(eval_tag("sampled.accuracy"), "val/sampled/rewards/mean");

@@ -146,6 +146,11 @@ pub struct Args {
     /// e.g. 2.0) or LOWER_UPPER for masked IS (IcePop, e.g. 0.5_2.0) [default: 2.0].
     #[arg(long, value_name = "T")]
     pub rollout_is_threshold: Option<rstar_agent::grpo::IsThreshold>,
+    /// Asynchronous RL (`rl.max_staleness`): the engines roll out the next steps while the
+    /// trainer updates, with rollouts at most K updates older than the policy trained on them
+    /// (`--rollout scheduled` with local engines); 0 is the synchronous loop [default: 0].
+    #[arg(long, value_name = "K")]
+    pub max_staleness: Option<u64>,
     /// With `--data`: go on when the sandbox's Python cannot import numpy and sympy (what model
     /// code on real problems imports); without it such an interpreter stops the run before
     /// training.
@@ -341,6 +346,7 @@ fn config_flags(args: &Args) -> Vec<&'static str> {
         ("--publish-via", args.publish_via.is_some()),
         ("--publish-lora", args.publish_lora.is_some()),
         ("--rollout-correction", args.rollout_correction.is_some()),
+        ("--max-staleness", args.max_staleness.is_some()),
         (
             "--rollout-is-threshold",
             args.rollout_is_threshold.is_some(),
@@ -480,6 +486,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(what) = args.publish_lora {
             config.rl.publish_lora = what;
+        }
+        if let Some(k) = args.max_staleness {
+            config.rl.max_staleness = k;
         }
         let correction = &mut config.rl.grpo.rollout_correction;
         if let Some(level) = args.rollout_correction {

@@ -519,6 +519,20 @@ pub struct RlOptions {
     /// leave it off) by default.
     #[serde(default, skip_serializing_if = "is_false")]
     pub gradient_checkpointing: bool,
+    /// Asynchronous RL (`--max-staleness K`): how many updates older than the policy being
+    /// trained a rollout's weights may be. `0` (the default, and absent from a config that
+    /// leaves it so) is the synchronous loop: each step rolls out with the policy it updates.
+    /// With `K ≥ 1` the scheduled driver's engines roll out the next steps' groups while the
+    /// trainer updates (`rl_async`), a step's batch starts only once the policy it may lag is
+    /// published, and a group staler than `K` is dropped, counted and never trained on. Needs
+    /// `rl.rollout_driver = "scheduled"`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_staleness: u64,
+}
+
+/// Whether a count is 0 (left out of serialised configs).
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Whether a flag is off (left out of serialised configs).
@@ -868,6 +882,7 @@ impl TrainConfig {
                 lora: None,
                 base_precision: Precision::F32,
                 gradient_checkpointing: false,
+                max_staleness: 0,
             },
             curriculum: CurriculumConfig::rstar2_agent(),
             eval: EvalOptions {
@@ -961,6 +976,7 @@ impl TrainConfig {
                 lora: None,
                 base_precision: Precision::F32,
                 gradient_checkpointing: false,
+                max_staleness: 0,
             },
             curriculum: CurriculumConfig::tiny(),
             // 500 held-out problems: a Wilson interval of about ±2 points at 95%, where 100
@@ -1346,6 +1362,23 @@ impl TrainConfig {
                 "rl.grpo.rollout_correction.rollout_is_batch_normalize",
                 "is not applied by the trainer yet: it divides by the mean weight of the whole batch, and the loss runs per micro-batch (issue #63)".into(),
             );
+        }
+        if self.rl.max_staleness > 0 {
+            if self.rl.rollout_driver != RolloutDriver::Scheduled {
+                return bad(
+                    "rl.max_staleness",
+                    format!(
+                        "is {}, which rolls out on engines while the trainer updates: it needs the scheduled driver (rl.rollout_driver = \"scheduled\", --rollout scheduled); 0 is the synchronous loop",
+                        self.rl.max_staleness
+                    ),
+                );
+            }
+            if self.rl.engines.urls().is_some() {
+                return bad(
+                    "rl.max_staleness",
+                    "runs on local engines only for now (rl.engines a number): remote engines are published to before each step, which the producer does not do yet (issue #64)".into(),
+                );
+            }
         }
         if self.rl.pool_size < self.rl.prompts_per_step {
             return bad(

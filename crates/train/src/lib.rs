@@ -41,6 +41,7 @@ mod phases;
 mod problems;
 mod report;
 pub mod rl;
+pub mod rl_async;
 mod rl_engines;
 pub mod sft;
 pub mod tools;

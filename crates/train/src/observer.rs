@@ -90,6 +90,20 @@ pub fn rl_line(record: &rl::StepRecord) -> String {
         ),
         _ => String::new(),
     };
+    // Asynchronous RL: the rollouts' version, and who waited for whom.
+    let phases = match &record.asynchronous {
+        Some(a) => format!(
+            "{phases}; rolled out by step-{}{}, engines idle {:.1}s, trainer idle {:.1}s",
+            a.version,
+            match a.dropped_groups {
+                0 => String::new(),
+                n => format!(", {n} stale group(s) dropped"),
+            },
+            a.engine_idle_secs,
+            a.trainer_idle_secs
+        ),
+        None => phases,
+    };
     format!(
         "rl step {} [{}]: reward {:.3}, kept {} of {}, tool errors {:.1}% ({:.1}% in successes){latency}, clip {:.3}, kl {:.4}{correction}, entropy {:.3}, {:.1}s ({phases}) -> {}",
         record.step,

@@ -20,7 +20,7 @@ use super::checkpoint::{self, Lines, Phase, ResumeState, StagePool};
 use super::engines::RemoteRollouts;
 use super::{
     EvalRow, Observer, RunOptions, TrainConfig, TrainReport, evaluate_with, io_err, optim,
-    problems, report_from_files, rl, seed_of, sft, template_for,
+    problems, report_from_files, rl, rl_async, seed_of, sft, template_for,
 };
 use crate::error::Error;
 use crate::tools::RunTools;
@@ -134,6 +134,9 @@ pub(super) struct RlState {
     steps: u64,
     /// The scheduled driver's local engines, kept across the steps of a stage (issue #63).
     engines: rl::LocalEngines,
+    /// Asynchronous RL (`rl.max_staleness ≥ 1`): the producer rolling out the current
+    /// stage's next steps, and the stage it rolls out for.
+    producer: Option<(usize, rl_async::Producer<Qwen, rl::StepBatch>)>,
 }
 
 /// One run of the recipe: what every phase reads, and the files it writes.
@@ -325,6 +328,7 @@ impl<'a> Run<'a> {
             stage_pool: state.stage_pool.clone(),
             steps: state.rl_steps,
             engines: rl::LocalEngines::new(),
+            producer: None,
         })
     }
 
@@ -492,6 +496,7 @@ impl<'a> Run<'a> {
             stage_pool: None,
             steps: 0,
             engines: rl::LocalEngines::new(),
+            producer: None,
         };
         self.checkpoint_rl(&rl, Phase::Rl)?;
         Ok(rl)
@@ -556,6 +561,53 @@ impl<'a> Run<'a> {
         Ok(hard)
     }
 
+    /// Starts the asynchronous producer of stage `index` from the current step: the
+    /// scheduled driver on the run's local engines (moved to the producer's thread) and tools,
+    /// with the current policy as version `steps − 1`.
+    fn spawn_producer(
+        &self,
+        model: &Qwen,
+        engines: &mut rl::LocalEngines,
+        prompts: &[Prompt],
+        steps: u64,
+        stage: &Stage,
+        index: usize,
+    ) -> rl_async::Producer<Qwen, rl::StepBatch> {
+        let config = self.config;
+        let prompts = prompts.to_vec();
+        let stage = stage.clone();
+        let options = config.rl.clone();
+        let tokenizer = self.tokenizer.clone();
+        let tools = self.tools.async_tools();
+        let (seed, template) = (config.seed, self.template);
+        let budget = config.tools.latency_budget_secs;
+        let mut engines = std::mem::take(engines);
+        let gate = rl_async::Gate::new(config.rl.max_staleness, config.checkpoint_every as u64);
+        rl_async::Producer::spawn(
+            gate,
+            steps,
+            steps - 1,
+            rl::rollout_policy(model, &config.rl),
+            move |step, version, policy: &Qwen| {
+                let inputs = rl::StepInputs {
+                    step,
+                    stage: &stage,
+                    stage_index: index,
+                    pool: &prompts,
+                    options: &options,
+                    seed,
+                    template,
+                    tool_latency_budget_secs: budget,
+                    policy_version: Some(version),
+                };
+                let step_tools = rl::StepTools::new(&*tools)
+                    .scheduled(Arc::clone(&tools))
+                    .engines(&mut engines);
+                rl::collect(policy, &tokenizer, &inputs, step_tools)
+            },
+        )
+    }
+
     /// One RL step of the current stage (choosing the stage's problems first when it starts):
     /// the update, the curriculum's decision, the metrics line. Returns the state after it,
     /// the decision and the stage the step belonged to.
@@ -582,22 +634,73 @@ impl<'a> Run<'a> {
             seed: config.seed,
             template: self.template,
             tool_latency_budget_secs: config.tools.latency_budget_secs,
+            policy_version: None,
         };
-        // The scheduled driver runs its calls on the same tools, asynchronously.
-        let tools = self.tools.async_tools();
-        let scheduled = (self.config.rl.rollout_driver == super::RolloutDriver::Scheduled)
-            .then(|| Arc::clone(&tools));
-        let mut step_tools = rl::StepTools::new(&*tools)
-            .remote(self.remote.as_ref())
-            .engines(&mut rl.engines);
-        step_tools.scheduled = scheduled;
-        let (next, mut record, rollouts) = rl::step(
-            rl.model,
-            &mut rl.optimizer,
-            &self.tokenizer,
-            &inputs,
-            step_tools,
-        )?;
+        let (next, mut record, rollouts) = if config.rl.max_staleness == 0 {
+            // The scheduled driver runs its calls on the same tools, asynchronously.
+            let tools = self.tools.async_tools();
+            let scheduled = (self.config.rl.rollout_driver == super::RolloutDriver::Scheduled)
+                .then(|| Arc::clone(&tools));
+            let mut step_tools = rl::StepTools::new(&*tools)
+                .remote(self.remote.as_ref())
+                .engines(&mut rl.engines);
+            step_tools.scheduled = scheduled;
+            rl::step(
+                rl.model,
+                &mut rl.optimizer,
+                &self.tokenizer,
+                &inputs,
+                step_tools,
+            )?
+        } else {
+            if rl.producer.as_ref().is_none_or(|(s, _)| *s != index) {
+                let producer = self.spawn_producer(
+                    &rl.model,
+                    &mut rl.engines,
+                    &pool.prompts,
+                    rl.steps,
+                    &stage,
+                    index,
+                );
+                rl.producer = Some((index, producer));
+            }
+            let Some((_, producer)) = rl.producer.as_ref() else {
+                unreachable!("the producer was just started")
+            };
+            let waited = Instant::now();
+            let produced = producer.next()?;
+            let trainer_idle_secs = waited.elapsed().as_secs_f64();
+            if produced.step != rl.steps {
+                return Err(Error::Io {
+                    path: "<rollout producer>".into(),
+                    source: std::io::Error::other(format!(
+                        "handed out the batch of step {} for step {}",
+                        produced.step, rl.steps
+                    )),
+                });
+            }
+            let mut batch = produced.batch;
+            let current = rl.steps - 1;
+            let mut a = rl_async::drop_stale(
+                &mut batch,
+                current,
+                config.rl.max_staleness,
+                produced.version,
+            );
+            a.engine_idle_secs = produced.engine_idle_secs;
+            a.trainer_idle_secs = trainer_idle_secs;
+            if a.dropped_groups > 0 {
+                self.observer.log(&format!(
+                    "warning: step {}: dropped {} group(s) staler than rl.max_staleness = {} (never trained on)",
+                    rl.steps, a.dropped_groups, config.rl.max_staleness
+                ));
+            }
+            let (next, mut record, rollouts, published) =
+                rl::train_step(rl.model, &mut rl.optimizer, batch, &inputs)?;
+            producer.publish(rl.steps, published);
+            record.asynchronous = Some(a);
+            (next, record, rollouts)
+        };
         if let Some(mean) = record
             .logprob_diff_mean
             .filter(|&m| m > config.rl.logprob_diff_warn)
@@ -626,6 +729,19 @@ impl<'a> Run<'a> {
             record.all.truncation_rate,
         ))?;
         record.decision = decision_line(&decision);
+        // The stage (or the run) ends: what the producer rolled out for the next steps is the
+        // old stage's, and is dropped.
+        if !matches!(decision, Decision::Stay)
+            && let Some((_, producer)) = rl.producer.take()
+        {
+            let dropped = producer.stop();
+            if dropped > 0 {
+                self.observer.log(&format!(
+                    "stage `{}` ended: dropped {dropped} batch(es) rolled out ahead for it",
+                    stage.name
+                ));
+            }
+        }
         record.time_step = t.elapsed().as_secs_f64();
         self.logs.metrics.push(&record)?;
         self.logs.tb.borrow_mut().samples(

@@ -179,6 +179,11 @@ pub struct StepRecord {
     /// was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_latency: Option<ToolLatency>,
+    /// Asynchronous RL (`rl.max_staleness ≥ 1`): the batch's version, its groups by staleness,
+    /// the dropped ones, and the engines' and the trainer's idle seconds. Absent in the
+    /// synchronous loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asynchronous: Option<crate::rl_async::AsyncRecord>,
 }
 
 /// What each engine did in a scheduled step (`metrics.jsonl`'s `dispatch`): the dispatch
@@ -273,6 +278,10 @@ pub struct StepInputs<'a> {
     /// `tools.latency_budget_secs`: tool calls slower than this are counted in the record's
     /// `tool_latency.over_budget`.
     pub tool_latency_budget_secs: Option<f64>,
+    /// The version of the policy that rolls out (the updates it has had), stamped on its
+    /// turns: `None` is the synchronous loop's `step − 1`; the asynchronous producer
+    /// ([`crate::rl_async`]) names the older version it rolls out with.
+    pub policy_version: Option<u64>,
 }
 
 /// Where one RL step's rollouts run. The lock-step driver needs `tools` alone; the scheduled
@@ -358,6 +367,44 @@ pub fn step(
             .with_gradient_checkpointing(previous.1),
         record,
         trajectories,
+    ))
+}
+
+/// The policy that rolls out for the steps of `options`: `model` in the step's precision,
+/// without autodiff (what [`step`] samples with, and what the asynchronous producer is given).
+pub fn rollout_policy(model: &Qwen, options: &RlOptions) -> Qwen {
+    model.clone().with_precision(options.precision).valid()
+}
+
+/// The training half of [`step`] on a batch another thread collected (the asynchronous
+/// loop, [`crate::rl_async`]): [`train_on`] in the step's precision, where the policy before
+/// the update is the proximal one (the clipped ratio's), and the batch's engine log-probs
+/// are the behaviour ones (the rollout correction's). Returns the updated model, the record,
+/// the trajectories, and the updated policy to publish ([`rollout_policy`] of the new model).
+///
+/// # Errors
+/// Advantage and loss errors.
+pub fn train_step(
+    model: Qwen,
+    optimizer: &mut ModuleOptimizer,
+    batch: StepBatch,
+    inputs: &StepInputs<'_>,
+) -> Result<(Qwen, StepRecord, Vec<Trajectory>, Qwen), Error> {
+    let o = inputs.options;
+    let previous = (model.precision, model.checkpointing);
+    let model = model
+        .with_precision(o.precision)
+        .with_gradient_checkpointing(o.gradient_checkpointing);
+    let proximal = model.valid();
+    let (model, record, trajectories) = train_on(model, &proximal, optimizer, batch, inputs)?;
+    let published = model.valid();
+    Ok((
+        model
+            .with_precision(previous.0)
+            .with_gradient_checkpointing(previous.1),
+        record,
+        trajectories,
+        published,
     ))
 }
 
@@ -518,6 +565,7 @@ pub fn train_on(
         publish_secs: batch.published.map(|p| p.secs),
         dispatch: batch.dispatch,
         tool_latency: batch.tool_latency,
+        asynchronous: None,
     };
     Ok((model, record, trajectories))
 }
@@ -554,7 +602,11 @@ fn step_rollouts(
     // the trajectories, and refuse engines that do not report them.
     let keep_logprobs = !o.grpo.rollout_correction.is_off();
     // The version of the weights that roll out: the policy after `step − 1` RL steps.
-    let local_version = weight_version(inputs.step.saturating_sub(1));
+    let local_version = weight_version(
+        inputs
+            .policy_version
+            .unwrap_or(inputs.step.saturating_sub(1)),
+    );
     match (o.rollout_driver, async_tools, remote) {
         (RolloutDriver::Scheduled, Some(tools), Some((remote, version))) => {
             let setup = stage_setup(inputs.template, inputs.stage);

@@ -3,6 +3,7 @@
 //! rollouts, `--backend wgpu`) are in `rstar-cli`'s `tests/cli.rs`.
 
 mod train {
+    mod asynchronous;
     mod chat_sft;
     mod common;
     mod config;

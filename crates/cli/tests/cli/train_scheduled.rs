@@ -45,6 +45,7 @@ fn scheduled_step(
         seed: 11,
         template: rstar_agent::template::TemplateFormat::Compact,
         tool_latency_budget_secs: None,
+        policy_version: None,
     };
     let async_tools: Arc<dyn AsyncTools> = Arc::new(PoolTools::new(pool().pool().clone()));
     let (_, record, trajectories) = rl::step(

@@ -44,6 +44,7 @@ fn one_step(o: &RlOptions) -> (StepRecord, Vec<Trajectory>) {
         seed: 4,
         template: rstar_episode::template::TemplateFormat::Compact,
         tool_latency_budget_secs: None,
+        policy_version: None,
     };
     let async_tools: Arc<dyn AsyncTools> = Arc::new(tools());
     let (_, record, trajectories) = rl::step(

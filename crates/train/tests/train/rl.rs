@@ -128,6 +128,7 @@ fn a_step_rolls_out_2g_keeps_at_most_g_and_updates_when_a_group_survives() {
         template: rstar_episode::template::TemplateFormat::Compact,
         // Every call takes longer than no time at all: all of them are over this budget.
         tool_latency_budget_secs: Some(0.0),
+        policy_version: None,
     };
     let (model, rec, trajectories) = rl::step(
         model,
@@ -598,6 +599,7 @@ fn two_steps(
             seed: 4,
             template: TemplateFormat::Compact,
             tool_latency_budget_secs: None,
+            policy_version: None,
         };
         let (next, rec, _) = rl::step(
             model,
@@ -728,6 +730,7 @@ fn local_engines_are_started_once_a_stage_and_give_the_steps_of_fresh_ones() {
                 seed: 4,
                 template: TemplateFormat::Compact,
                 tool_latency_budget_secs: None,
+                policy_version: None,
             };
             let tools_here = tools();
             let mut step_tools = rl::StepTools::new(&tools_here).scheduled(Arc::new(tools()));
