@@ -35,7 +35,7 @@
 //! producer.publish(1, 1);
 //! let third = producer.next().unwrap();
 //! assert_eq!((third.step, third.version), (3, 1));
-//! //! // Step 4 waits for version 2, never published: nothing was rolled out in vain.
+//! // Step 4 waits for version 2, never published: nothing was rolled out in vain.
 //! assert_eq!(producer.stop(), 0);
 //! ```
 
