@@ -296,6 +296,14 @@ impl<'a> Run<'a> {
         };
         let entry = match start {
             Some((dir, state)) if state.phase != Phase::Sft => {
+                let k = config.rl.max_staleness;
+                if k > 0 && state.phase == Phase::Rl {
+                    run.observer.log(&format!(
+                        "asynchronous RL (rl.max_staleness = {k}): the up to {} batch(es) rolled out ahead of step {} were not saved and are rolled out again with the checkpoint's weights; an asynchronous run and its resume are not bit-for-bit the same",
+                        k + 1,
+                        state.rl_steps
+                    ));
+                }
                 Entry::Rl(run.resumed_rl(&dir, &state, model, optimizer)?)
             }
             start => Entry::Sft {
@@ -565,7 +573,7 @@ impl<'a> Run<'a> {
     /// scheduled driver on the run's local engines (moved to the producer's thread) and tools,
     /// with the current policy as version `steps − 1`.
     fn spawn_producer(
-        &self,
+        &mut self,
         model: &Qwen,
         engines: &mut rl::LocalEngines,
         prompts: &[Prompt],
@@ -581,8 +589,14 @@ impl<'a> Run<'a> {
         let tools = self.tools.async_tools();
         let (seed, template) = (config.seed, self.template);
         let budget = config.tools.latency_budget_secs;
+        if config.rl.grpo.rollout_correction.is_off() {
+            self.observer.log(&format!(
+                "asynchronous RL: rollouts up to {} update(s) old are trained on with the clipped ratio against the policy before the update; with the rollout correction off they are not weighed by the engines' own probabilities (--rollout-correction token)",
+                config.rl.max_staleness
+            ));
+        }
         let mut engines = std::mem::take(engines);
-        let gate = rl_async::Gate::new(config.rl.max_staleness, config.checkpoint_every as u64);
+        let gate = rl_async::Gate::new(config.rl.max_staleness);
         rl_async::Producer::spawn(
             gate,
             steps,
@@ -636,6 +650,7 @@ impl<'a> Run<'a> {
             tool_latency_budget_secs: config.tools.latency_budget_secs,
             policy_version: None,
         };
+        let mut to_publish = None;
         let (next, mut record, rollouts) = if config.rl.max_staleness == 0 {
             // The scheduled driver runs its calls on the same tools, asynchronously.
             let tools = self.tools.async_tools();
@@ -697,7 +712,9 @@ impl<'a> Run<'a> {
             }
             let (next, mut record, rollouts, published) =
                 rl::train_step(rl.model, &mut rl.optimizer, batch, &inputs)?;
-            producer.publish(rl.steps, published);
+            // Published once the curriculum has decided the stage goes on (below): the
+            // version would otherwise let the producer start a batch only to drop it.
+            to_publish = Some(published);
             record.asynchronous = Some(a);
             (next, record, rollouts)
         };
@@ -729,11 +746,13 @@ impl<'a> Run<'a> {
             record.all.truncation_rate,
         ))?;
         record.decision = decision_line(&decision);
-        // The stage (or the run) ends: what the producer rolled out for the next steps is the
-        // old stage's, and is dropped.
-        if !matches!(decision, Decision::Stay)
-            && let Some((_, producer)) = rl.producer.take()
-        {
+        // The stage goes on: the producer rolls out with the new version. It ends (or the
+        // run): what the producer rolled out for the next steps is the old stage's, dropped.
+        if matches!(decision, Decision::Stay) {
+            if let (Some((_, producer)), Some(policy)) = (rl.producer.as_ref(), to_publish) {
+                producer.publish(rl.steps, policy);
+            }
+        } else if let Some((_, producer)) = rl.producer.take() {
             let dropped = producer.stop();
             if dropped > 0 {
                 self.observer.log(&format!(

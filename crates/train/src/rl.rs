@@ -455,7 +455,13 @@ pub fn collect(
         remote,
         engines,
     } = tools;
-    let version = remote.map(|_| weight_version(inputs.step.saturating_sub(1)));
+    let version = remote.map(|_| {
+        weight_version(
+            inputs
+                .policy_version
+                .unwrap_or(inputs.step.saturating_sub(1)),
+        )
+    });
     let published = match (remote, &version) {
         (Some(remote), Some(version)) => remote.publish(policy, version)?,
         _ => None,

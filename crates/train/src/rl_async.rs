@@ -10,13 +10,14 @@
 //!
 //! **Drops.** A group is as stale as its oldest turn ([`group_staleness`]). One staler than
 //! `K` (which a remote engine that served an older version could write) is dropped, counted
-//! and never trained on ([`drop_stale`]); its prompt is drawn again by later steps' sampling.
+//! and never trained on ([`drop_stale`]); later steps draw their prompts from the pool as
+//! always, so its prompt may come again.
 //!
-//! **Checkpoints and stages.** The producer never starts a batch past a checkpoint step before
-//! that step is trained, so a checkpoint has nothing in flight and a run resumed from it
-//! loses no rollout it saved. A stage's end is decided by the curriculum after its last step:
-//! the producer is then stopped, and what it rolled out for the next steps, the old stage's
-//! prompts, is dropped, counted and logged.
+//! **Checkpoints and stages.** A checkpoint holds the model and optimizer after its step, not
+//! the up to `K + 1` batches rolled out ahead: a run resumed from it rolls them out again, with
+//! the checkpoint's weights, and says so. A stage's end is decided by the curriculum after its
+//! last step: the producer is then stopped before the new version is published, and what it
+//! rolled out for the next steps, the old stage's prompts, is dropped, counted and logged.
 //!
 //! With `K ≥ 1` which version a batch rolls out with depends on timing, so an asynchronous run
 //! (and its resume) is not bit-for-bit reproducible; `K = 0` is the synchronous loop.
@@ -24,9 +25,9 @@
 //! ```
 //! use rstar_train::rl_async::{Gate, Producer};
 //!
-//! // K = 1, a checkpoint every 10 steps, from step 1 at version 0; the "policy" is a number
-//! // and a "batch" the version that rolled it out.
-//! let gate = Gate::new(1, 10);
+//! // K = 1, from step 1 at version 0; the "policy" is a number and a "batch" the version that
+//! // rolled it out.
+//! let gate = Gate::new(1);
 //! let producer = Producer::spawn(gate, 1, 0, 0u64, |_step, version, _policy: &u64| Ok(version));
 //! // Steps 1 and 2 may both roll out with version 0.
 //! assert_eq!(producer.next().unwrap().batch, 0);
@@ -56,30 +57,19 @@ use crate::rl::StepBatch;
 pub struct Gate {
     /// `K`: the most updates a rollout's weights may lag the policy that trains on it.
     pub max_staleness: u64,
-    /// Checkpoints are saved after every this many steps (`0`: none): no batch starts past
-    /// one before it is trained.
-    pub checkpoint_every: u64,
 }
 
 impl Gate {
-    /// A gate for `rl.max_staleness` and `checkpoint_every`.
-    pub fn new(max_staleness: u64, checkpoint_every: u64) -> Self {
-        Self {
-            max_staleness,
-            checkpoint_every,
-        }
+    /// A gate for `rl.max_staleness`.
+    pub fn new(max_staleness: u64) -> Self {
+        Self { max_staleness }
     }
 
     /// The version that must be published before the batch of step `step` (1-based) starts:
-    /// `step − 1 − K` (so it is at most `K` stale when trained), and at least the last
-    /// checkpoint step before `step` (so a checkpoint has nothing in flight).
+    /// `step − 1 − K`, so it is at most `K` stale when trained (`K = 0` would be the
+    /// synchronous loop's `step − 1`).
     pub fn needs(&self, step: u64) -> u64 {
-        let lag = step.saturating_sub(1 + self.max_staleness);
-        let barrier = match self.checkpoint_every {
-            0 => 0,
-            every => (step.saturating_sub(1) / every) * every,
-        };
-        lag.max(barrier)
+        step.saturating_sub(1 + self.max_staleness)
     }
 }
 
@@ -210,7 +200,7 @@ impl<P: Clone + Send + 'static, B: Send + 'static> Producer<P, B> {
             Err(_) => Err(Error::Io {
                 path: "<rollout producer>".into(),
                 source: std::io::Error::other(
-                    "the rollout producer stopped without a batch (its thread panicked)",
+                    "the rollout producer has stopped (after an error, or its thread panicked)",
                 ),
             }),
         }
