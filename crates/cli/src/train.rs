@@ -148,7 +148,7 @@ pub struct Args {
     pub rollout_is_threshold: Option<rstar_agent::grpo::IsThreshold>,
     /// Asynchronous RL (`rl.max_staleness`): the engines roll out the next steps while the
     /// trainer updates, with rollouts at most K updates older than the policy trained on them
-    /// (`--rollout scheduled` with local engines); 0 is the synchronous loop [default: 0].
+    /// (`--rollout scheduled`); 0 is the synchronous loop [default: 0].
     #[arg(long, value_name = "K")]
     pub max_staleness: Option<u64>,
     /// With `--data`: go on when the sandbox's Python cannot import numpy and sympy (what model

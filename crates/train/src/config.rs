@@ -1373,12 +1373,6 @@ impl TrainConfig {
                     ),
                 );
             }
-            if self.rl.engines.urls().is_some() {
-                return bad(
-                    "rl.max_staleness",
-                    "runs on local engines only for now (rl.engines a number): remote engines are published to before each step, which the producer does not do yet (issue #64)".into(),
-                );
-            }
         }
         if self.rl.pool_size < self.rl.prompts_per_step {
             return bad(

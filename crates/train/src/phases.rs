@@ -159,7 +159,7 @@ pub(super) struct Run<'a> {
     /// Where every tool call runs: the in-process sandbox, or code-judge servers.
     tools: RunTools,
     /// The remote engines the scheduled driver's turns go to (`rl.engines` as URLs).
-    remote: Option<RemoteRollouts>,
+    remote: Option<Arc<RemoteRollouts>>,
     logs: Logs,
     /// The held-out trajectories of the last evaluation (`samples.jsonl`).
     last_samples: Vec<Trajectory>,
@@ -256,7 +256,7 @@ impl<'a> Run<'a> {
                     remote.describe(),
                     config.rl.dispatch.name()
                 ));
-                Some(remote)
+                Some(Arc::new(remote))
             }
             None => {
                 if config.rl.rollout_driver == super::RolloutDriver::Scheduled {
@@ -570,8 +570,9 @@ impl<'a> Run<'a> {
     }
 
     /// Starts the asynchronous producer of stage `index` from the current step: the
-    /// scheduled driver on the run's local engines (moved to the producer's thread) and tools,
-    /// with the current policy as version `steps − 1`.
+    /// scheduled driver on the run's remote engines (published to before each batch) or local
+    /// ones (moved to the producer's thread) and tools, with the current policy as version
+    /// `steps − 1`.
     fn spawn_producer(
         &mut self,
         model: &Qwen,
@@ -595,6 +596,7 @@ impl<'a> Run<'a> {
                 config.rl.max_staleness
             ));
         }
+        let remote = self.remote.clone();
         let mut engines = std::mem::take(engines);
         let gate = rl_async::Gate::new(config.rl.max_staleness);
         rl_async::Producer::spawn(
@@ -616,6 +618,7 @@ impl<'a> Run<'a> {
                 };
                 let step_tools = rl::StepTools::new(&*tools)
                     .scheduled(Arc::clone(&tools))
+                    .remote(remote.as_deref())
                     .engines(&mut engines);
                 rl::collect(policy, &tokenizer, &inputs, step_tools)
             },
@@ -657,7 +660,7 @@ impl<'a> Run<'a> {
             let scheduled = (self.config.rl.rollout_driver == super::RolloutDriver::Scheduled)
                 .then(|| Arc::clone(&tools));
             let mut step_tools = rl::StepTools::new(&*tools)
-                .remote(self.remote.as_ref())
+                .remote(self.remote.as_deref())
                 .engines(&mut rl.engines);
             step_tools.scheduled = scheduled;
             rl::step(

@@ -138,3 +138,78 @@ fn a_lost_engine_and_a_lost_tool_server_lose_no_rollout() {
         "{stderr}"
     );
 }
+
+/// Issue #64: with `--max-staleness 1` the producer rolls out ahead on the remote engines; an
+/// engine lost mid-step still loses no rollout and duplicates none, and every step trains on
+/// rollouts at most one update old, written by the version the record names.
+#[test]
+fn asynchronous_rl_loses_no_rollout_when_an_engine_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = dir.path().join("start");
+    let model = overfit(&tasks(3, 8), 60);
+    save_dir(&model, &Tokenizer::char(), &start, WeightDtype::F32).unwrap();
+    let config = config_file(dir.path(), vec![Stage::new("short", 96, 2).steps(3)], 2);
+    let mut value: Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    value["init"] = start.to_str().unwrap().into();
+    std::fs::write(&config, value.to_string()).unwrap();
+    let engine = || {
+        Listening::start(command().args([
+            "serve",
+            "--port",
+            "0",
+            "--model",
+            start.to_str().unwrap(),
+        ]))
+    };
+    let (engines, tools) = ([engine(), engine()], tool_server());
+    // Engine 1 dies at its fourth turn.
+    let engine_proxy = DyingProxy::start(&engines[1].addr, "POST /v1/completions", 4);
+    let engine_urls = [
+        format!("http://{}", engines[0].addr),
+        format!("http://{}", engine_proxy.addr),
+    ];
+    let out = dir.path().join("run");
+    let (ok, stdout, stderr) = rstar(&[
+        "train",
+        "--config",
+        &config,
+        "--out",
+        out.to_str().unwrap(),
+        "--engines",
+        &engine_urls.join(","),
+        "--engine-kind",
+        "rstar",
+        "--tools",
+        &format!("http://{}", tools.addr),
+        "--max-staleness",
+        "1",
+    ]);
+    let log = format!("{stdout}{stderr}");
+    assert!(ok, "{log}");
+    assert!(
+        engine_proxy.dead.load(Ordering::SeqCst),
+        "engine 1 never died"
+    );
+    let metrics: Vec<Value> = jsonl(&out.join("metrics.jsonl"));
+    assert_eq!(metrics.len(), 3);
+    let mut lost = 0;
+    for m in &metrics {
+        let step = m["step"].as_u64().unwrap();
+        // Every rollout written and scored once: smoke's 2 prompts × 2G.
+        assert_eq!(m["rollouts"], 8, "{m}");
+        assert_eq!(m["all"]["count"], 8, "{m}");
+        let a = &m["asynchronous"];
+        assert_eq!(a["dropped_groups"], 0, "{m}");
+        let version = a["version"].as_u64().unwrap();
+        assert!(version < step && version + 2 >= step, "{m}");
+        // The engines served the version the batch names, with the trainer's log-probs.
+        assert_eq!(m["weight_version"], format!("step-{version}"), "{m}");
+        assert!(
+            m["rollout/logprob_diff_max"].as_f64().unwrap() < 1e-3,
+            "{m}"
+        );
+        lost += m["dispatch"]["engines_lost"].as_u64().unwrap();
+    }
+    assert_eq!(lost, 1, "{metrics:?}");
+}

@@ -240,7 +240,7 @@ fn an_asynchronous_run_trains_on_rollouts_at_most_k_updates_old() {
 }
 
 #[test]
-fn asynchronous_rl_needs_the_scheduled_driver_and_local_engines() {
+fn asynchronous_rl_needs_the_scheduled_driver() {
     let mut config = TrainConfig::smoke();
     config.rl.max_staleness = 1;
     config.rl.rollout_driver = RolloutDriver::Lockstep;
