@@ -474,6 +474,49 @@ fn workspace_headers_and_examples() {
     assert_clean("//! headers and examples", &headers_and_examples(&root()));
 }
 
+/// The most lines a source file in `crates/*/src` may hold (issue #69): a room a newcomer can
+/// read in one sitting.
+const MAX_SOURCE_LINES: usize = 1200;
+
+/// Every `crates/*/src/**.rs` over [`MAX_SOURCE_LINES`].
+fn oversized_sources(root: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    for dir in crate_dirs(root) {
+        for file in files(&dir.join("src"), ".rs") {
+            let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+            if lines > MAX_SOURCE_LINES {
+                bad.push(format!(
+                    "{}: {lines} lines, more than {MAX_SOURCE_LINES}: split it along its sections",
+                    rel(root, &file)
+                ));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn workspace_source_files_are_at_most_1200_lines() {
+    assert_clean("source files of readable size", &oversized_sources(&root()));
+}
+
+#[test]
+fn planted_oversized_source_fails() {
+    let s = Scratch::new("oversized");
+    s.clean_crate("episode");
+    assert_eq!(oversized_sources(&s.0), Vec::<String>::new());
+    s.write(
+        "crates/episode/src/big.rs",
+        &"// x\n".repeat(MAX_SOURCE_LINES + 1),
+    );
+    let bad = oversized_sources(&s.0);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(
+        bad[0].starts_with("crates/episode/src/big.rs: 1201 lines"),
+        "{bad:?}"
+    );
+}
+
 #[test]
 fn workspace_docs_name_only_paths_the_trainer_writes() {
     assert_clean(
@@ -733,6 +776,15 @@ const DEPENDENCY_RULES: &[DependencyRule] = &[
         must_list: "rstar-engine",
         follow_manifests: true,
         why: "serving a policy needs neither the sandbox nor the trainer's crates",
+    },
+    DependencyRule {
+        package: "rstar-rollout",
+        edges: "normal",
+        args: &[],
+        forbidden: &["rstar-analysis", "rstar-curriculum", "rstar-toolserver"],
+        must_list: "rstar-engine",
+        follow_manifests: true,
+        why: "the rollout drivers need neither the report, the curriculum nor the tool server's client (issue #63): the trainer wires the servers in (`rstar_train::tools`)",
     },
 ];
 

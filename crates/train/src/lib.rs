@@ -43,6 +43,7 @@ mod report;
 pub mod rl;
 pub mod rl_async;
 mod rl_engines;
+mod rl_hard;
 pub mod sft;
 pub mod tools;
 
