@@ -300,14 +300,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
     let app = router(service, args.max_body_mb << 20);
     eprintln!("rstar verify serve: listening on http://{local} (POST /get_reward, POST /score)");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            if let Err(e) = super::wait_for_signal().await {
-                eprintln!("rstar verify serve: {e:#}");
-            }
-        })
-        .await
-        .context("serving")?;
+    // The project's hardened serving loop (rstar_http): connections capped, request heads and
+    // bodies timed by their progress, as `rstar tools serve` and `rstar serve` are served.
+    let server = rstar_agent::toolserver::http::spawn(
+        listener,
+        app,
+        rstar_agent::toolserver::http::ConnectionLimits::new(),
+    )
+    .context("serving")?;
+    if let Err(e) = super::wait_for_signal().await {
+        eprintln!("rstar verify serve: {e:#}");
+    }
+    server.shutdown().await.context("serving")?;
     eprintln!("rstar verify serve: stopped");
     Ok(())
 }

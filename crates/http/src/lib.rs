@@ -2,8 +2,9 @@
 //! open, how long a request head and body may take to arrive, and how many request bytes are
 //! being parsed at once. `axum::serve` bounds none of these, so a client that sends its
 //! headers and then one byte a minute holds a connection (and a file descriptor) for ever.
-//! Both servers of the project (`rstar tools serve`, `rstar serve`) serve through [`serve`], and
-//! check their bearer tokens with [`bearer_matches`].
+//! The project's three servers (`rstar tools serve`, `rstar serve`, `rstar verify serve`) serve
+//! through [`serve`], start in the background with [`spawn`] (a [`ServerHandle`] to stop them),
+//! and check their bearer tokens with [`bearer_matches`].
 //!
 //! ```
 //! use axum::http::{HeaderMap, HeaderValue, header::AUTHORIZATION};
@@ -325,6 +326,69 @@ impl BodyBudget {
         };
         next.run(request).await
     }
+}
+
+/// A server [`spawn`]ed in the background: where it listens, and how to stop it. The one
+/// handle of the project's servers (`rstar_serve::start` returns it; `rstar-toolserver`'s
+/// running server holds one).
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl ServerHandle {
+    /// The bound address (the real port when the listener asked for port 0).
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// `http://host:port`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting connections, lets every open connection finish its request, and waits
+    /// for the serving loop to end.
+    ///
+    /// # Errors
+    /// The listener's error, or the serving task's failure (a panic), as an I/O error.
+    pub async fn shutdown(mut self) -> std::io::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match (&mut self.task).await {
+            Ok(result) => result,
+            Err(e) => Err(std::io::Error::other(format!(
+                "the server task on {} failed: {e}",
+                self.addr
+            ))),
+        }
+    }
+}
+
+/// Serves `app` on `listener` within `limits` on a task of the current tokio runtime, until
+/// [`ServerHandle::shutdown`] (or until the handle is dropped: the server stops then too).
+///
+/// # Errors
+/// The listener's address cannot be read.
+pub fn spawn(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+) -> std::io::Result<ServerHandle> {
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve(listener, app, limits, async move {
+        // A dropped handle drops the sender: the server stops too.
+        let _ = stopped.await;
+    }));
+    Ok(ServerHandle {
+        addr,
+        stop: Some(stop),
+        task,
+    })
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, within `limits`; then stops

@@ -7,6 +7,9 @@ pub enum Error {
     /// The server could not start or stop (binding its address, a bad serve option).
     #[error("serve: {0}")]
     Serve(String),
+    /// The serving loop failed, or its task did ([`ServerHandle::shutdown`](crate::ServerHandle::shutdown)).
+    #[error("serving: {0}")]
+    Io(#[from] std::io::Error),
     /// The policy (model, tokenizer, checkpoint) failed.
     #[error("policy: {0}")]
     Policy(#[from] rstar_policy::Error),

@@ -242,37 +242,10 @@ impl ServeConfig {
     }
 }
 
-/// A running server: its address, and the way to stop it.
-#[derive(Debug)]
-pub struct ServerHandle {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl ServerHandle {
-    /// The bound address (the real port when the config asked for 0).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The base URL, `http://host:port` (append `/v1` for OpenAI clients).
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Stops accepting connections, lets in-flight requests finish, and stops the engines.
-    pub async fn shutdown(mut self) -> Result<(), Error> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        match (&mut self.task).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::Serve(format!("serving {}: {e}", self.addr))),
-            Err(e) => Err(Error::Serve(format!("the server task failed: {e}"))),
-        }
-    }
-}
+/// A running `rstar serve`: [`rstar_http`]'s handle, the one of the project's servers.
+/// [`ServerHandle::shutdown`] stops accepting connections, lets in-flight requests finish, and
+/// stops the engines; dropping it stops the server too.
+pub use rstar_http::ServerHandle;
 
 /// Binds the configured address and serves `model` until [`ServerHandle::shutdown`]. Needs a
 /// multi-threaded tokio runtime.
@@ -286,21 +259,8 @@ pub async fn start(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Serve(format!("binding {addr}: {e}")))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::Serve(format!("reading the bound address: {e}")))?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        rstar_http::serve(listener, app, config.limits, async move {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    Ok(ServerHandle {
-        addr,
-        stop: Some(stop),
-        task,
-    })
+    rstar_http::spawn(listener, app, config.limits)
+        .map_err(|e| Error::Serve(format!("reading the bound address: {e}")))
 }
 
 /// The routes of the API over `config.engines` engines serving `model`, for embedding in

@@ -29,7 +29,7 @@
 //! or run languages other than Python. It lives apart from `rstar-toolenv`
 //! so that crate stays free of HTTP dependencies for people who embed the pool.
 //!
-//! Main types: [`ServerBuilder`] / [`ServerConfig`] / [`ServerHandle`],
+//! Main types: [`ServerBuilder`] / [`ServerConfig`] / [`ToolServer`],
 //! [`Client`] / [`ClientBuilder`], and the wire types in [`api`].
 //!
 //! ```no_run
@@ -74,5 +74,5 @@ pub use rstar_http as http;
 pub use rstar_http::bearer_matches;
 pub use server::{
     DEFAULT_MAX_QUEUE, DRAINING_MESSAGE, PAPER_QUEUE_LIFE_S, ServerBuilder, ServerConfig,
-    ServerHandle, router,
+    ToolServer, router,
 };

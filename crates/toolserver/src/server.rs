@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use rstar_toolenv::{Outcome, Pool, ToolCall, ToolResult};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, Semaphore};
 
 use crate::api::{
     BatchJudgeResult, BatchResult, BatchSubmission, CellRunResult, CommandRunResult,
@@ -52,7 +52,7 @@ pub struct ServerConfig {
     /// Times a call whose worker died is run again before it is answered
     /// `internal_error`.
     pub internal_retries: u32,
-    /// Seconds [`ServerHandle::shutdown`] waits for in-flight calls.
+    /// Seconds [`ToolServer::shutdown`] waits for in-flight calls.
     pub drain_timeout_s: f64,
     /// Reported as SandboxFusion's `executor_pod_name`.
     pub name: String,
@@ -303,7 +303,7 @@ impl ServerBuilder {
     }
 
     /// Binds and starts serving `pool` in the current tokio runtime.
-    pub async fn serve(self, pool: Pool) -> Result<ServerHandle> {
+    pub async fn serve(self, pool: Pool) -> Result<ToolServer> {
         self.config.validate()?;
         let addr = SocketAddr::new(self.config.host, self.config.port);
         let listener = tokio::net::TcpListener::bind(addr)
@@ -315,42 +315,31 @@ impl ServerBuilder {
         let limits = self.config.connection_limits();
         let state = Arc::new(ServiceState::new(pool, self.config));
         let app = router_with(Arc::clone(&state));
-        let (stop_tx, mut stop_rx) = watch::channel(false);
-        let task = tokio::spawn(async move {
-            crate::http::serve(listener, app, limits, async move {
-                let _ = stop_rx.wait_for(|stop| *stop).await;
-            })
-            .await
-        });
+        let http = crate::http::spawn(listener, app, limits)
+            .map_err(|source| Error::Bind { addr, source })?;
         tracing::info!(%local, "tool server listening");
-        Ok(ServerHandle {
-            addr: local,
-            state,
-            stop: stop_tx,
-            task,
-        })
+        Ok(ToolServer { http, state })
     }
 }
 
-/// A running server. Dropping it leaves the server running until the
-/// runtime ends; call [`ServerHandle::shutdown`] to stop it gracefully.
+/// A running tool server: the serving loop's [`ServerHandle`](crate::http::ServerHandle) (the project's one
+/// server handle) and the admission state, which drains before the loop stops. Dropping it
+/// stops the server without draining; call [`ToolServer::shutdown`] to stop it gracefully.
 #[derive(Debug)]
-pub struct ServerHandle {
-    addr: SocketAddr,
+pub struct ToolServer {
+    http: crate::http::ServerHandle,
     state: Arc<ServiceState>,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-impl ServerHandle {
+impl ToolServer {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.http.addr()
     }
 
     /// `http://host:port`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.http.url()
     }
 
     /// What `/status` reports.
@@ -378,12 +367,10 @@ impl ServerHandle {
                 "drain timeout reached; closing anyway"
             );
         }
-        let _ = self.stop.send(true);
-        match self.task.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::Serve(e.to_string())),
-            Err(e) => Err(Error::Serve(e.to_string())),
-        }
+        self.http
+            .shutdown()
+            .await
+            .map_err(|e| Error::Serve(e.to_string()))
     }
 }
 

@@ -9,7 +9,7 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rstar_toolenv::Pool;
-use rstar_toolserver::{ServerBuilder, ServerConfig, ServerHandle};
+use rstar_toolserver::{ServerBuilder, ServerConfig, ToolServer};
 use serde_json::Value;
 
 /// A pool for tests: small limits, nothing preloaded (fast start), and a 3 s
@@ -30,12 +30,12 @@ pub async fn pool(workers: usize) -> Pool {
 }
 
 /// A server on a free loopback port with `config` (its port is ignored).
-pub async fn server(workers: usize, config: ServerConfig) -> ServerHandle {
+pub async fn server(workers: usize, config: ServerConfig) -> ToolServer {
     server_and_pool(workers, config).await.0
 }
 
 /// [`server`], and its pool.
-pub async fn server_and_pool(workers: usize, config: ServerConfig) -> (ServerHandle, Pool) {
+pub async fn server_and_pool(workers: usize, config: ServerConfig) -> (ToolServer, Pool) {
     let config = ServerConfig { port: 0, ..config };
     let pool = pool(workers).await;
     let handle = ServerBuilder::new()
