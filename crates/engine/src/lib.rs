@@ -36,8 +36,8 @@
 //! ```
 //!
 //! # Crate features
-//! - `flex`, `wgpu`, `cuda`, `tch`, `fusion`, `autotune`: the policy's backends and GPU options,
-//!   forwarded to `rstar-policy` (see its features); none by default: the binary picks one.
+//! None. The Burn backend is `rstar-policy`'s feature (`flex`, `wgpu`, `cuda`, `tch`, and
+//! `fusion`, `autotune` for the GPU ones): a binary enables it there, once for every crate.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -26,8 +26,8 @@
 //! [`sft`] for the corpus and the SFT loop, [`rl::step`] for one GRPO-RoC step, [`evaluate`].
 //!
 //! # Crate features
-//! - `flex`, `wgpu`, `cuda`, `tch`, `fusion`, `autotune`: the policy's backends and GPU options,
-//!   forwarded to `rstar-policy` (see its features); none by default: the binary picks one.
+//! None. The Burn backend is `rstar-policy`'s feature (`flex`, `wgpu`, `cuda`, `tch`, and
+//! `fusion`, `autotune` for the GPU ones): a binary enables it there, once for every crate.
 
 pub mod chat_sft;
 pub mod checkpoint;
