@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use rstar_curriculum::{CurriculumConfig, HardFilter, PassCounts};
+use rstar_agent::curriculum::{CurriculumConfig, HardFilter, PassCounts};
 use serde_json::Value;
 
 /// Arguments of `rstar curriculum`.

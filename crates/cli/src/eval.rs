@@ -3,7 +3,7 @@
 //!
 //! The model is a directory in the HF layout (our checkpoints share it; N local engines share
 //! the CPU, each on its own thread) or the URL of an OpenAI-compatible server. Turns are
-//! dispatched over the engines by `rstar_scheduler`, tool calls run in the sandboxed pool.
+//! dispatched over the engines by `rstar_agent::scheduler`, tool calls run in the sandboxed pool.
 //! Writes `results.jsonl`, `trajectories.jsonl` and `summary.json` into `--out` and prints the
 //! summary table (or the summary JSON with `--json`) on stdout.
 
@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use rstar_policy::{Sampling, Tokenizer};
-use rstar_scheduler::DispatchPolicy;
+use rstar_agent::policy::{Sampling, Tokenizer};
+use rstar_agent::scheduler::DispatchPolicy;
 
 use rstar_agent::dataset::{DatasetOptions, load_prompts_with};
 use rstar_agent::engine::{
@@ -112,7 +112,7 @@ pub struct Args {
     /// integer when every ground truth is an integer, choice when every one is a letter, math
     /// otherwise (MATH-500).
     #[arg(long, default_value = "auto")]
-    pub verifier: rstar_verifier::ScoreMode,
+    pub verifier: rstar_agent::verifier::ScoreMode,
     /// Seed of the sampling (each turn of each rollout derives its own).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -188,14 +188,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 dir.display()
             );
         }
-        let (model, tok) = rstar_policy::load_dir(&dir, &crate::backend::device_of(&args.backend)?)
-            .with_context(|| {
-                format!(
-                    "loading the model {}{}",
-                    dir.display(),
-                    crate::run_dir_hint(&dir)
-                )
-            })?;
+        let (model, tok) =
+            rstar_agent::policy::load_dir(&dir, &crate::backend::device_of(&args.backend)?)
+                .with_context(|| {
+                    format!(
+                        "loading the model {}{}",
+                        dir.display(),
+                        crate::run_dir_hint(&dir)
+                    )
+                })?;
         let model = crate::lora::with_adapter(model, args.adapter.as_deref())?;
         (tok, Some(model))
     };
@@ -234,7 +235,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .verifier
         .resolve_all(prompts.iter().map(|p| p.answer.as_str()));
     eprintln!("{}: scoring with the {mode} verifier", data.display());
-    let verifier = rstar_verifier::Verifier::new();
+    let verifier = rstar_agent::verifier::Verifier::new();
     let scorable = |answer: &str| verifier.check_truth(mode, answer).is_ok();
     if args.skip_unscorable {
         let before = prompts.len();

@@ -45,7 +45,7 @@ mod verify_serve;
 #[derive(Debug, Parser)]
 #[command(name = "rstar", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
-    /// Log level filter (also read from RUST_LOG), e.g. `info` or `rstar_toolenv=debug`.
+    /// Log level filter (also read from RUST_LOG), e.g. `info` or `rstar_agent::toolenv=debug`.
     #[arg(long, global = true, default_value = "warn", env = "RSTAR_LOG")]
     pub log: String,
 
@@ -156,7 +156,7 @@ fn quiet_broken_pipe_panics() {
 }
 
 /// What one client may hold on `rstar serve` and `rstar tools serve`
-/// (`rstar_toolserver::http::ConnectionLimits`).
+/// (`rstar_agent::toolserver::http::ConnectionLimits`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConnectionArgs {
     /// Connections open at once; one more is answered 503 and closed [default: 4096, or half
@@ -183,7 +183,7 @@ impl ConnectionArgs {
     ///
     /// # Errors
     /// A flag that is zero, negative or not a number, named.
-    pub fn limits(&self) -> anyhow::Result<rstar_toolserver::http::ConnectionLimits> {
+    pub fn limits(&self) -> anyhow::Result<rstar_agent::toolserver::http::ConnectionLimits> {
         anyhow::ensure!(
             self.max_connections != Some(0),
             "--max-connections must be at least 1"
@@ -197,8 +197,8 @@ impl ConnectionArgs {
                 "{flag} must be a positive number of seconds, got {secs}"
             );
         }
-        let defaults = rstar_toolserver::http::ConnectionLimits::new();
-        Ok(rstar_toolserver::http::ConnectionLimits {
+        let defaults = rstar_agent::toolserver::http::ConnectionLimits::new();
+        Ok(rstar_agent::toolserver::http::ConnectionLimits {
             max_connections: self.max_connections.unwrap_or(defaults.max_connections),
             header_timeout: std::time::Duration::from_secs_f64(self.header_timeout),
             body_timeout: std::time::Duration::from_secs_f64(self.body_timeout),
@@ -268,10 +268,10 @@ pub(crate) fn run_dir_hint(dir: &std::path::Path) -> String {
 /// (`rstar eval`, `rstar serve`): the compact layout for the character tokenizer (the embedded
 /// default's), ChatML for every other.
 pub(crate) fn default_template(
-    tokenizer: &rstar_policy::Tokenizer,
+    tokenizer: &rstar_agent::policy::Tokenizer,
 ) -> rstar_agent::template::TemplateFormat {
     match tokenizer {
-        rstar_policy::Tokenizer::Char(_) => rstar_agent::template::TemplateFormat::Compact,
+        rstar_agent::policy::Tokenizer::Char(_) => rstar_agent::template::TemplateFormat::Compact,
         _ => rstar_agent::template::TemplateFormat::ChatMl,
     }
 }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use rstar_policy::{Qwen, WeightDtype};
+use rstar_agent::policy::{Qwen, WeightDtype};
 
 /// Arguments of `rstar lora`.
 #[derive(Debug, clap::Args)]
@@ -60,7 +60,7 @@ fn merge(args: &MergeArgs) -> Result<()> {
         None => base_dtype(&args.base)?,
     };
     let device = crate::backend::device_of("flex")?;
-    let base = rstar_policy::load_model(&args.base, &device)
+    let base = rstar_agent::policy::load_model(&args.base, &device)
         .with_context(|| format!("loading the base model {}", args.base.display()))?;
     let merged = with_adapter(base, Some(&args.adapter))?;
     std::fs::create_dir_all(&args.out)
@@ -73,7 +73,7 @@ fn merge(args: &MergeArgs) -> Result<()> {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let weights = name.ends_with(".safetensors") || name == "model.safetensors.index.json";
-        if weights || name == rstar_policy::DIGEST_FILE || !entry.file_type()?.is_file() {
+        if weights || name == rstar_agent::policy::DIGEST_FILE || !entry.file_type()?.is_file() {
             continue;
         }
         let to = args.out.join(&*name);
@@ -81,8 +81,8 @@ fn merge(args: &MergeArgs) -> Result<()> {
             .with_context(|| format!("copying {} to {}", entry.path().display(), to.display()))?;
     }
     let weights = args.out.join("model.safetensors");
-    rstar_policy::checkpoint::write_safetensors(&weights, &merged.hf_tensors()?, dtype)?;
-    rstar_policy::write_digests(&args.out)?;
+    rstar_agent::policy::checkpoint::write_safetensors(&weights, &merged.hf_tensors()?, dtype)?;
+    rstar_agent::policy::write_digests(&args.out)?;
     eprintln!(
         "merged {} into {}: {}",
         args.adapter.display(),
@@ -137,7 +137,7 @@ pub fn with_adapter(model: Qwen, adapter: Option<&Path>) -> Result<Qwen> {
     let Some(dir) = adapter else {
         return Ok(model);
     };
-    let model = rstar_policy::lora::load_adapter(model, dir)
+    let model = rstar_agent::policy::lora::load_adapter(model, dir)
         .with_context(|| format!("loading the adapter {}", dir.display()))?;
     Ok(model.merge_lora()?)
 }
@@ -163,16 +163,18 @@ pub struct LoraArgs {
     /// bytes (the adapters, their optimizer state, the embeddings, the head and the norms stay
     /// f32). Needs LoRA (--lora, or the config's) [default: f32].
     #[arg(long, value_name = "f32|bf16")]
-    pub base_precision: Option<rstar_policy::Precision>,
+    pub base_precision: Option<rstar_agent::policy::Precision>,
 }
 
 impl LoraArgs {
     /// The adapter config the flags ask for; `None` without `--lora`.
-    pub fn config(&self) -> Option<rstar_policy::LoraConfig> {
+    pub fn config(&self) -> Option<rstar_agent::policy::LoraConfig> {
         let rank = self.lora?;
-        let mut config =
-            rstar_policy::LoraConfig::new(rank, self.lora_alpha.unwrap_or(2.0 * rank as f64))
-                .with_rslora(self.rslora);
+        let mut config = rstar_agent::policy::LoraConfig::new(
+            rank,
+            self.lora_alpha.unwrap_or(2.0 * rank as f64),
+        )
+        .with_rslora(self.rslora);
         if !self.lora_targets.is_empty() {
             config.targets = self.lora_targets.clone();
         }

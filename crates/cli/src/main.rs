@@ -2,7 +2,7 @@
 
 fn main() -> std::process::ExitCode {
     // Before any thread starts: freed tensor memory stays in the process (a training step
-    // 1.2-1.4x faster on the CPU backend; see rstar_policy::alloc).
-    rstar_policy::keep_freed_memory();
+    // 1.2-1.4x faster on the CPU backend; see rstar_agent::policy::alloc).
+    rstar_agent::policy::keep_freed_memory();
     rstar_cli::main()
 }

@@ -4,7 +4,7 @@
 //! `reward`, and either `response` (rollout text in the reference format) or
 //! structured counts (`tool_calls`, `failed_calls`, `timed_out_calls`,
 //! `parse_failures`, `answers`, `unbalanced_answers`, `assistant_turns`); see
-//! `rstar_roc::jsonl`. Every other field is passed through: the kept lines are
+//! `rstar_agent::roc::jsonl`. Every other field is passed through: the kept lines are
 //! written to stdout (or `--output FILE`) byte for byte, in input order. The
 //! metrics, named as the reference names them, go to stderr.
 //!
@@ -21,8 +21,8 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use rstar_roc::jsonl::JsonlBatch;
-use rstar_roc::{PenaltyOptions, RocConfig, select};
+use rstar_agent::roc::jsonl::JsonlBatch;
+use rstar_agent::roc::{PenaltyOptions, RocConfig, select};
 
 /// Which penalty heuristics to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -178,19 +178,19 @@ fn is_trajectories(input: &[u8]) -> bool {
 }
 
 /// The rollouts of `input`: rstar's trajectories summarised as the trainer does, grouped by
-/// `group_key` (default `id`), else `rstar_roc::jsonl`'s lines grouped by `group_key` (default
+/// `group_key` (default `id`), else `rstar_agent::roc::jsonl`'s lines grouped by `group_key` (default
 /// `uid`); and the lines that could not be used.
 fn parse_rollouts(
     input: &[u8],
     name: &str,
     group_key: Option<&str>,
-) -> (JsonlBatch, Vec<rstar_roc::Error>) {
+) -> (JsonlBatch, Vec<rstar_agent::roc::Error>) {
     if !is_trajectories(input) {
         return JsonlBatch::parse_lenient_keyed(input, name, group_key.unwrap_or("uid"));
     }
     let key = group_key.unwrap_or("id");
     JsonlBatch::parse_lenient_with(input, name, |value| {
-        let group = rstar_roc::jsonl::group_of(&value, key)?;
+        let group = rstar_agent::roc::jsonl::group_of(&value, key)?;
         let t: rstar_agent::episode::Trajectory =
             serde_json::from_value(value).map_err(|e| format!("not a trajectory: {e}"))?;
         Ok((group, rstar_agent::train::rl::trace_summary(&t)))
@@ -198,11 +198,11 @@ fn parse_rollouts(
 }
 
 /// Prints the malformed lines: each distinct error once, with how many lines had it.
-fn report_malformed(errors: &[rstar_roc::Error]) {
+fn report_malformed(errors: &[rstar_agent::roc::Error]) {
     let mut seen: Vec<(String, String, usize)> = Vec::new();
     for e in errors {
         let (first, message) = match e {
-            rstar_roc::Error::Line { message, .. } => (e.to_string(), message.clone()),
+            rstar_agent::roc::Error::Line { message, .. } => (e.to_string(), message.clone()),
             other => (other.to_string(), other.to_string()),
         };
         match seen.iter_mut().find(|(_, m, _)| *m == message) {

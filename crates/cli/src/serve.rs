@@ -96,11 +96,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 async fn serve(args: Args) -> anyhow::Result<()> {
     let device = crate::backend::device_of(&args.backend)?;
     let verify = if args.no_verify {
-        rstar_policy::Verify::Skip
+        rstar_agent::policy::Verify::Skip
     } else {
-        rstar_policy::Verify::Digests
+        rstar_agent::policy::Verify::Digests
     };
-    let (model, tokenizer) = rstar_policy::load_dir_with(&args.model, &device, verify)
+    let (model, tokenizer) = rstar_agent::policy::load_dir_with(&args.model, &device, verify)
         .with_context(|| {
             format!(
                 "loading the model from {}{}",

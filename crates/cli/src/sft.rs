@@ -79,7 +79,7 @@ pub struct Args {
     /// Compute precision: `f32`, or `bf16` compute over f32 master weights and optimizer state
     /// [default: f32].
     #[arg(long, value_name = "f32|bf16")]
-    pub precision: Option<rstar_policy::Precision>,
+    pub precision: Option<rstar_agent::policy::Precision>,
     /// Recompute each decoder layer in the backward pass instead of keeping its activations
     /// (config `gradient_checkpointing`) [default: off].
     #[arg(long)]

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use rstar_scheduler::{DispatchPolicy, KvRetention, SimConfig, SimReport, simulate_all};
+use rstar_agent::scheduler::{DispatchPolicy, KvRetention, SimConfig, SimReport, simulate_all};
 
 /// KV retention during tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,7 +53,7 @@ fn verdict(report: &SimReport) -> String {
     ) else {
         return String::new();
     };
-    let idle = |r: &rstar_scheduler::PolicyReport| r.gpu_idle_fraction * r.makespan_s;
+    let idle = |r: &rstar_agent::scheduler::PolicyReport| r.gpu_idle_fraction * r.makespan_s;
     let cut = report
         .idle_cut_vs_static(DispatchPolicy::KvAware)
         .unwrap_or(0.0);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use rstar_toolenv::{
+use rstar_agent::toolenv::{
     Backend, LayerState, Outcome, Pool, PoolBuilder, ResponseFormat, ToolCall, ToolResult,
 };
 use serde_json::{Value, json};

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use rstar_toolenv::Pool;
-use rstar_toolserver::{ServerBuilder, ServerConfig};
+use rstar_agent::toolenv::Pool;
+use rstar_agent::toolserver::{ServerBuilder, ServerConfig};
 
 /// Arguments of `rstar tools serve`.
 #[derive(Debug, clap::Args)]
@@ -49,7 +49,7 @@ pub struct ServeArgs {
     /// Most calls held at once, waiting or running; a request past it is refused whole with
     /// `429` and `Retry-After` before any of its calls runs (the batching client waits and
     /// sends it again).
-    #[arg(long, value_name = "CALLS", default_value_t = rstar_toolserver::DEFAULT_MAX_QUEUE)]
+    #[arg(long, value_name = "CALLS", default_value_t = rstar_agent::toolserver::DEFAULT_MAX_QUEUE)]
     pub max_queue: usize,
     /// Largest request body, in MiB.
     #[arg(long, default_value_t = 16)]

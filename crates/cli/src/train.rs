@@ -17,12 +17,12 @@ use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use rstar_agent::remote::EngineKind;
+use rstar_agent::scheduler::DispatchPolicy;
 use rstar_agent::train::rl::StepRecord;
 use rstar_agent::train::sft::SftStep;
 use rstar_agent::train::{
     self as trainer, Engines, Observer, RocMode, RolloutDriver, RunOptions, SftOptions, TrainConfig,
 };
-use rstar_scheduler::DispatchPolicy;
 
 /// Arguments of `rstar train`.
 #[derive(Debug, clap::Args)]
@@ -80,7 +80,7 @@ pub struct Args {
     /// Compute precision of SFT and RL (`sft.precision`, `rl.precision`): `f32`, or `bf16`
     /// compute over f32 master weights and optimizer state [default: the preset's, f32].
     #[arg(long, value_name = "f32|bf16")]
-    pub precision: Option<rstar_policy::Precision>,
+    pub precision: Option<rstar_agent::policy::Precision>,
     /// Recompute each decoder layer in the backward pass instead of keeping its activations
     /// (`sft.gradient_checkpointing`, `rl.gradient_checkpointing`): one layer's activations and
     /// a hidden state per layer alive, for one more forward pass [default: off].
@@ -395,9 +395,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         tool_servers: args.tools.clone(),
         tensorboard: args.tensorboard.clone(),
         verify: if args.no_verify {
-            rstar_policy::Verify::Skip
+            rstar_agent::policy::Verify::Skip
         } else {
-            rstar_policy::Verify::Digests
+            rstar_agent::policy::Verify::Digests
         },
         accept_edited_config: args.resume_with_edited_config,
     };
@@ -503,9 +503,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(dtype) = &args.publish_dtype {
             config.rl.publish_dtype = if dtype == "bf16" {
-                rstar_policy::WeightDtype::Bf16
+                rstar_agent::policy::WeightDtype::Bf16
             } else {
-                rstar_policy::WeightDtype::F32
+                rstar_agent::policy::WeightDtype::F32
             };
         }
         if let Some(policy) = args.dispatch {

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use rayon::prelude::*;
-use rstar_verifier::{Mode, Reason, ScoreMode, Verdict, Verifier};
+use rstar_agent::verifier::{Mode, Reason, ScoreMode, Verdict, Verifier};
 use serde::Serialize;
 
 /// Lines scored in parallel at a time; output is written chunk by chunk, in order.

@@ -27,7 +27,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rayon::prelude::*;
-use rstar_verifier::{Error as VerifyError, Mode, ScoreMode, Scored, Verdict, Verifier};
+use rstar_agent::verifier::{Error as VerifyError, Mode, ScoreMode, Scored, Verdict, Verifier};
 use serde::{Deserialize, Serialize};
 
 /// The `rstar verify` subcommands.
@@ -132,7 +132,7 @@ impl IntoResponse for Reject {
 impl Service {
     fn check_token(&self, headers: &HeaderMap) -> Result<(), Reject> {
         match &self.token {
-            Some(t) if !rstar_toolserver::bearer_matches(headers, t) => Err(Reject(
+            Some(t) if !rstar_agent::toolserver::bearer_matches(headers, t) => Err(Reject(
                 StatusCode::UNAUTHORIZED,
                 "missing or wrong bearer token".into(),
             )),
