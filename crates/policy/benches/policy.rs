@@ -273,6 +273,22 @@ fn main() {
         .expect("model builds")
         .with_precision(precision);
     let mut rng = ChaCha8Rng::seed_from_u64(0);
+    // The CPU and the instruction sets the fused kernels run with (issue #72); flex's GEMM
+    // picks AVX-512 at run time on its own (gemm's `x86-v4`).
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    println!(
+        "cpu: {cpu_model}; fused kernels: {} (detected {})",
+        rstar_policy::cpu::level().name(),
+        rstar_policy::cpu::detected().name()
+    );
     println!(
         "policy bench: {shape_name} ({} params, vocab {}), {backend_name}, {precision}, {}, median of {reps}",
         config.num_params(),

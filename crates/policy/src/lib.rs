@@ -74,6 +74,9 @@ pub use checkpoint::{
 pub use config::{Architecture, QwenConfig};
 pub use digest::{DIGEST_FILE, DigestCheck, Verify, verify_digests, write_digests};
 pub use error::{Error, Result};
+/// The instruction sets the fused CPU kernels run with (`flex`): [`cpu::level`], [`cpu::detected`].
+#[cfg(feature = "flex")]
+pub use fused::cpu;
 pub use generate::{
     FinishReason, Generation, GenerationConfig, Request, Sampling, SamplingError, generate,
     generate_requests,

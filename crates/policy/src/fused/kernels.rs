@@ -8,6 +8,8 @@
 
 use rayon::prelude::*;
 
+use super::cpu::multiversion;
+
 /// Rows per rayon task: enough work per task that scheduling costs nothing next to it.
 fn rows_per_task(row_len: usize) -> usize {
     (16_384 / row_len.max(1)).max(1)
@@ -74,247 +76,265 @@ fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + exp(-x))
 }
 
-/// RMSNorm over rows of `n`: `y = x · w / sqrt(mean(x²) + eps)`. Returns `y` and each row's
-/// `1 / sqrt(mean(x²) + eps)` for the backward.
-pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>) {
-    let n = w.len();
-    let rows = x.len() / n;
-    let mut y = vec![0.0; x.len()];
-    let mut inv = vec![0.0; rows];
-    let chunk = rows_per_task(n);
-    y.par_chunks_mut(chunk * n)
-        .zip(inv.par_chunks_mut(chunk))
-        .zip(x.par_chunks(chunk * n))
-        .for_each(|((y, inv), x)| {
-            for ((y, inv), x) in y.chunks_mut(n).zip(inv.iter_mut()).zip(x.chunks(n)) {
-                let ss = dot(x, x);
-                let r = 1.0 / (ss / n as f32 + eps).sqrt();
-                *inv = r;
-                for ((y, x), w) in y.iter_mut().zip(x).zip(w) {
-                    *y = x * r * w;
-                }
-            }
-        });
-    (y, inv)
-}
-
-/// The backward of [`rms_norm`]: with `g = dy · w`,
-/// `dx = r·g − x · r³ · Σ(g·x) / n` and `dw = Σ_rows dy · x · r`.
-pub(crate) fn rms_norm_backward(
-    x: &[f32],
-    w: &[f32],
-    inv: &[f32],
-    dy: &[f32],
-) -> (Vec<f32>, Vec<f32>) {
-    let n = w.len();
-    let mut dx = vec![0.0; x.len()];
-    let chunk = rows_per_task(n);
-    let partial = dx
-        .par_chunks_mut(chunk * n)
-        .zip(x.par_chunks(chunk * n))
-        .zip(dy.par_chunks(chunk * n))
-        .zip(inv.par_chunks(chunk))
-        .map(|(((dx, x), dy), inv)| {
-            let mut dw = vec![0.0f32; n];
-            let mut g = vec![0.0f32; n];
-            for (((dx, x), dy), &r) in dx.chunks_mut(n).zip(x.chunks(n)).zip(dy.chunks(n)).zip(inv)
-            {
-                for (((g, dw), (&x, &dy)), &w) in
-                    g.iter_mut().zip(dw.iter_mut()).zip(x.iter().zip(dy)).zip(w)
-                {
-                    *g = dy * w;
-                    *dw += dy * x * r;
-                }
-                let c = r * r * r * dot(&g, x) / n as f32;
-                for ((dx, &g), &x) in dx.iter_mut().zip(&g).zip(x) {
-                    *dx = r * g - x * c;
-                }
-            }
-            dw
-        })
-        .collect::<Vec<_>>();
-    // Summed in chunk order, not in rayon's reduction tree (which follows work stealing): the
-    // same bits on every run and with any number of threads.
-    let dw = partial.into_iter().fold(vec![0.0; n], |mut a, b| {
-        for (a, b) in a.iter_mut().zip(&b) {
-            *a += b;
-        }
-        a
-    });
-    (dx, dw)
-}
-
-/// SwiGLU's product: `silu(g) · u`.
-pub(crate) fn swiglu(g: &[f32], u: &[f32]) -> Vec<f32> {
-    let mut z = vec![0.0; g.len()];
-    z.par_chunks_mut(16_384)
-        .zip(g.par_chunks(16_384).zip(u.par_chunks(16_384)))
-        .for_each(|(z, (g, u))| {
-            for ((z, &g), &u) in z.iter_mut().zip(g).zip(u) {
-                *z = g * sigmoid(g) * u;
-            }
-        });
-    z
-}
-
-/// The backward of [`swiglu`]: `du = dz · silu(g)`, `dg = dz · u · σ(g)·(1 + g·(1 − σ(g)))`.
-pub(crate) fn swiglu_backward(g: &[f32], u: &[f32], dz: &[f32]) -> (Vec<f32>, Vec<f32>) {
-    let mut dg = vec![0.0; g.len()];
-    let mut du = vec![0.0; g.len()];
-    dg.par_chunks_mut(16_384)
-        .zip(du.par_chunks_mut(16_384))
-        .zip(g.par_chunks(16_384).zip(u.par_chunks(16_384)))
-        .zip(dz.par_chunks(16_384))
-        .for_each(|(((dg, du), (g, u)), dz)| {
-            for ((((dg, du), &g), &u), &dz) in dg.iter_mut().zip(du).zip(g).zip(u).zip(dz) {
-                let s = sigmoid(g);
-                *du = dz * g * s;
-                *dg = dz * u * s * (1.0 + g * (1.0 - s));
-            }
-        });
-    (dg, du)
-}
-
-/// Rotary embedding in the rotate-half layout, moving heads before positions:
-/// `x [b, t, heads, hd]` → `y [b, heads, t, hd]` with
-/// `y[j] = x[j]·cos[j] + x[j ± hd/2]·sin[j]` (`sin` carries rotate-half's sign, as
-/// `model::rope_tables` builds it); `cos` and `sin` are `[b, t, hd]`.
-pub(crate) fn rope(x: &[f32], cos: &[f32], sin: &[f32], dims: [usize; 4]) -> Vec<f32> {
-    let [_, t, heads, hd] = dims;
-    let half = hd / 2;
-    let mut y = vec![0.0; x.len()];
-    // One task per (batch row, head): `t` output rows of `hd`.
-    y.par_chunks_mut(t * hd).enumerate().for_each(|(bh, y)| {
-        let (r, h) = (bh / heads, bh % heads);
-        for (i, y) in y.chunks_mut(hd).enumerate() {
-            let x = &x[((r * t + i) * heads + h) * hd..][..hd];
-            let c = &cos[(r * t + i) * hd..][..hd];
-            let s = &sin[(r * t + i) * hd..][..hd];
-            for j in 0..half {
-                y[j] = x[j] * c[j] + x[j + half] * s[j];
-                y[j + half] = x[j + half] * c[j + half] + x[j] * s[j + half];
-            }
-        }
-    });
-    y
-}
-
-/// The backward of [`rope`]: `dy [b, heads, t, hd]` → `dx [b, t, heads, hd]` with
-/// `dx[j] = dy[j]·cos[j] + dy[j ± hd/2]·sin[j ± hd/2]`.
-pub(crate) fn rope_backward(dy: &[f32], cos: &[f32], sin: &[f32], dims: [usize; 4]) -> Vec<f32> {
-    let [_, t, heads, hd] = dims;
-    let half = hd / 2;
-    let mut dx = vec![0.0; dy.len()];
-    // One task per (batch row, position): `heads` rows of `hd`.
-    dx.par_chunks_mut(heads * hd)
-        .enumerate()
-        .for_each(|(ri, dx)| {
-            let (r, i) = (ri / t, ri % t);
-            let c = &cos[ri * hd..][..hd];
-            let s = &sin[ri * hd..][..hd];
-            for (h, dx) in dx.chunks_mut(hd).enumerate() {
-                let dy = &dy[((r * heads + h) * t + i) * hd..][..hd];
-                for j in 0..half {
-                    dx[j] = dy[j] * c[j] + dy[j + half] * s[j + half];
-                    dx[j + half] = dy[j + half] * c[j + half] + dy[j] * s[j];
-                }
-            }
-        });
-    dx
-}
-
-/// Causal softmax in place over score rows of length `t`, `scale` applied first: row `q` of
-/// each `[rows, t]` block is query position `q % t` and keeps keys `0..=q % t`; the masked
-/// keys become exactly 0 (their exponentials are never computed).
-pub(crate) fn causal_softmax(scores: &mut [f32], t: usize, scale: f32) {
-    let per_task = rows_per_task(t).min(t);
-    scores
-        .par_chunks_mut(t * per_task)
-        .enumerate()
-        .for_each(|(task, rows)| {
-            for (k, row) in rows.chunks_mut(t).enumerate() {
-                let q = (task * per_task + k) % t;
-                let (live, masked) = row.split_at_mut(q + 1);
-                let max = live.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) * scale;
-                for v in live.iter_mut() {
-                    *v = exp(*v * scale - max);
-                }
-                let norm = 1.0 / sum(live);
-                for v in live.iter_mut() {
-                    *v *= norm;
-                }
-                masked.fill(0.0);
-            }
-        });
-}
-
-/// The backward of [`causal_softmax`] in place: `dp` becomes
-/// `ds = scale · p · (dp − Σ p·dp)` on the live keys, 0 on the masked ones.
-pub(crate) fn causal_softmax_backward(p: &[f32], dp: &mut [f32], t: usize, scale: f32) {
-    let per_task = rows_per_task(t).min(t);
-    dp.par_chunks_mut(t * per_task)
-        .zip(p.par_chunks(t * per_task))
-        .enumerate()
-        .for_each(|(task, (dp, p))| {
-            for (k, (dp, p)) in dp.chunks_mut(t).zip(p.chunks(t)).enumerate() {
-                let q = (task * per_task + k) % t;
-                let (live, masked) = dp.split_at_mut(q + 1);
-                let p = &p[..=q];
-                let dp_p = dot(live, p);
-                for (d, &p) in live.iter_mut().zip(p) {
-                    *d = scale * p * (*d - dp_p);
-                }
-                masked.fill(0.0);
-            }
-        });
-}
-
-/// One decoding step's attention over a KV cache, for inference: `q [b, heads, hd]` (the new
-/// token of each row, RoPE applied), `k`, `v [b, kv_heads, len, hd]` (the cache, the new token
-/// last) → `[b, heads·hd]`. Row `r` attends to slots `pads[r]..len` (its left padding is
-/// masked); query head `kv·g + j` uses KV head `kv`. Per row and head, the scores, their
-/// softmax and the weighted sum run over the live slots in slot order, so a row's result does
-/// not depend on the other rows or on how much padding it carries.
-pub(crate) fn decode_attention(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    pads: &[usize],
-    dims: [usize; 5],
-    scale: f32,
-) -> Vec<f32> {
-    let [_, heads, kv_heads, len, hd] = dims;
-    let g = heads / kv_heads;
-    let mut out = vec![0.0; q.len()];
-    out.par_chunks_mut(heads * hd)
-        .zip(q.par_chunks(heads * hd))
-        .enumerate()
-        .for_each(|(r, (out, q))| {
-            let mut scores = vec![0.0f32; len];
-            for (h, (out, q)) in out.chunks_mut(hd).zip(q.chunks(hd)).enumerate() {
-                let base = (r * kv_heads + h / g) * len * hd;
-                let (k, v) = (&k[base..][..len * hd], &v[base..][..len * hd]);
-                let live = &mut scores[pads[r].min(len)..];
-                let keys = k.chunks(hd).skip(pads[r]);
-                let mut max = f32::NEG_INFINITY;
-                for (s, key) in live.iter_mut().zip(keys) {
-                    *s = dot(key, q) * scale;
-                    max = max.max(*s);
-                }
-                for s in live.iter_mut() {
-                    *s = exp(*s - max);
-                }
-                let norm = 1.0 / sum(live);
-                out.fill(0.0);
-                for (&p, value) in live.iter().zip(v.chunks(hd).skip(pads[r])) {
-                    let w = p * norm;
-                    for (o, x) in out.iter_mut().zip(value) {
-                        *o += w * x;
+multiversion! {
+    /// RMSNorm over rows of `n`: `y = x · w / sqrt(mean(x²) + eps)`. Returns `y` and each row's
+    /// `1 / sqrt(mean(x²) + eps)` for the backward.
+    pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>) {
+        let n = w.len();
+        let rows = x.len() / n;
+        let mut y = vec![0.0; x.len()];
+        let mut inv = vec![0.0; rows];
+        let chunk = rows_per_task(n);
+        y.par_chunks_mut(chunk * n)
+            .zip(inv.par_chunks_mut(chunk))
+            .zip(x.par_chunks(chunk * n))
+            .for_each(|((y, inv), x)| {
+                for ((y, inv), x) in y.chunks_mut(n).zip(inv.iter_mut()).zip(x.chunks(n)) {
+                    let ss = dot(x, x);
+                    let r = 1.0 / (ss / n as f32 + eps).sqrt();
+                    *inv = r;
+                    for ((y, x), w) in y.iter_mut().zip(x).zip(w) {
+                        *y = x * r * w;
                     }
                 }
+            });
+        (y, inv)
+    }
+}
+
+multiversion! {
+    /// The backward of [`rms_norm`]: with `g = dy · w`,
+    /// `dx = r·g − x · r³ · Σ(g·x) / n` and `dw = Σ_rows dy · x · r`.
+    pub(crate) fn rms_norm_backward(
+        x: &[f32],
+        w: &[f32],
+        inv: &[f32],
+        dy: &[f32],
+    ) -> (Vec<f32>, Vec<f32>) {
+        let n = w.len();
+        let mut dx = vec![0.0; x.len()];
+        let chunk = rows_per_task(n);
+        let partial = dx
+            .par_chunks_mut(chunk * n)
+            .zip(x.par_chunks(chunk * n))
+            .zip(dy.par_chunks(chunk * n))
+            .zip(inv.par_chunks(chunk))
+            .map(|(((dx, x), dy), inv)| {
+                let mut dw = vec![0.0f32; n];
+                let mut g = vec![0.0f32; n];
+                for (((dx, x), dy), &r) in dx.chunks_mut(n).zip(x.chunks(n)).zip(dy.chunks(n)).zip(inv)
+                {
+                    for (((g, dw), (&x, &dy)), &w) in
+                        g.iter_mut().zip(dw.iter_mut()).zip(x.iter().zip(dy)).zip(w)
+                    {
+                        *g = dy * w;
+                        *dw += dy * x * r;
+                    }
+                    let c = r * r * r * dot(&g, x) / n as f32;
+                    for ((dx, &g), &x) in dx.iter_mut().zip(&g).zip(x) {
+                        *dx = r * g - x * c;
+                    }
+                }
+                dw
+            })
+            .collect::<Vec<_>>();
+        // Summed in chunk order, not in rayon's reduction tree (which follows work stealing): the
+        // same bits on every run and with any number of threads.
+        let dw = partial.into_iter().fold(vec![0.0; n], |mut a, b| {
+            for (a, b) in a.iter_mut().zip(&b) {
+                *a += b;
+            }
+            a
+        });
+        (dx, dw)
+    }
+}
+
+multiversion! {
+    /// SwiGLU's product: `silu(g) · u`.
+    pub(crate) fn swiglu(g: &[f32], u: &[f32]) -> Vec<f32> {
+        let mut z = vec![0.0; g.len()];
+        z.par_chunks_mut(16_384)
+            .zip(g.par_chunks(16_384).zip(u.par_chunks(16_384)))
+            .for_each(|(z, (g, u))| {
+                for ((z, &g), &u) in z.iter_mut().zip(g).zip(u) {
+                    *z = g * sigmoid(g) * u;
+                }
+            });
+        z
+    }
+}
+
+multiversion! {
+    /// The backward of [`swiglu`]: `du = dz · silu(g)`, `dg = dz · u · σ(g)·(1 + g·(1 − σ(g)))`.
+    pub(crate) fn swiglu_backward(g: &[f32], u: &[f32], dz: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let mut dg = vec![0.0; g.len()];
+        let mut du = vec![0.0; g.len()];
+        dg.par_chunks_mut(16_384)
+            .zip(du.par_chunks_mut(16_384))
+            .zip(g.par_chunks(16_384).zip(u.par_chunks(16_384)))
+            .zip(dz.par_chunks(16_384))
+            .for_each(|(((dg, du), (g, u)), dz)| {
+                for ((((dg, du), &g), &u), &dz) in dg.iter_mut().zip(du).zip(g).zip(u).zip(dz) {
+                    let s = sigmoid(g);
+                    *du = dz * g * s;
+                    *dg = dz * u * s * (1.0 + g * (1.0 - s));
+                }
+            });
+        (dg, du)
+    }
+}
+
+multiversion! {
+    /// Rotary embedding in the rotate-half layout, moving heads before positions:
+    /// `x [b, t, heads, hd]` → `y [b, heads, t, hd]` with
+    /// `y[j] = x[j]·cos[j] + x[j ± hd/2]·sin[j]` (`sin` carries rotate-half's sign, as
+    /// `model::rope_tables` builds it); `cos` and `sin` are `[b, t, hd]`.
+    pub(crate) fn rope(x: &[f32], cos: &[f32], sin: &[f32], dims: [usize; 4]) -> Vec<f32> {
+        let [_, t, heads, hd] = dims;
+        let half = hd / 2;
+        let mut y = vec![0.0; x.len()];
+        // One task per (batch row, head): `t` output rows of `hd`.
+        y.par_chunks_mut(t * hd).enumerate().for_each(|(bh, y)| {
+            let (r, h) = (bh / heads, bh % heads);
+            for (i, y) in y.chunks_mut(hd).enumerate() {
+                let x = &x[((r * t + i) * heads + h) * hd..][..hd];
+                let c = &cos[(r * t + i) * hd..][..hd];
+                let s = &sin[(r * t + i) * hd..][..hd];
+                for j in 0..half {
+                    y[j] = x[j] * c[j] + x[j + half] * s[j];
+                    y[j + half] = x[j + half] * c[j + half] + x[j] * s[j + half];
+                }
             }
         });
-    out
+        y
+    }
+}
+
+multiversion! {
+    /// The backward of [`rope`]: `dy [b, heads, t, hd]` → `dx [b, t, heads, hd]` with
+    /// `dx[j] = dy[j]·cos[j] + dy[j ± hd/2]·sin[j ± hd/2]`.
+    pub(crate) fn rope_backward(dy: &[f32], cos: &[f32], sin: &[f32], dims: [usize; 4]) -> Vec<f32> {
+        let [_, t, heads, hd] = dims;
+        let half = hd / 2;
+        let mut dx = vec![0.0; dy.len()];
+        // One task per (batch row, position): `heads` rows of `hd`.
+        dx.par_chunks_mut(heads * hd)
+            .enumerate()
+            .for_each(|(ri, dx)| {
+                let (r, i) = (ri / t, ri % t);
+                let c = &cos[ri * hd..][..hd];
+                let s = &sin[ri * hd..][..hd];
+                for (h, dx) in dx.chunks_mut(hd).enumerate() {
+                    let dy = &dy[((r * heads + h) * t + i) * hd..][..hd];
+                    for j in 0..half {
+                        dx[j] = dy[j] * c[j] + dy[j + half] * s[j + half];
+                        dx[j + half] = dy[j + half] * c[j + half] + dy[j] * s[j];
+                    }
+                }
+            });
+        dx
+    }
+}
+
+multiversion! {
+    /// Causal softmax in place over score rows of length `t`, `scale` applied first: row `q` of
+    /// each `[rows, t]` block is query position `q % t` and keeps keys `0..=q % t`; the masked
+    /// keys become exactly 0 (their exponentials are never computed).
+    pub(crate) fn causal_softmax(scores: &mut [f32], t: usize, scale: f32) {
+        let per_task = rows_per_task(t).min(t);
+        scores
+            .par_chunks_mut(t * per_task)
+            .enumerate()
+            .for_each(|(task, rows)| {
+                for (k, row) in rows.chunks_mut(t).enumerate() {
+                    let q = (task * per_task + k) % t;
+                    let (live, masked) = row.split_at_mut(q + 1);
+                    let max = live.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) * scale;
+                    for v in live.iter_mut() {
+                        *v = exp(*v * scale - max);
+                    }
+                    let norm = 1.0 / sum(live);
+                    for v in live.iter_mut() {
+                        *v *= norm;
+                    }
+                    masked.fill(0.0);
+                }
+            });
+    }
+}
+
+multiversion! {
+    /// The backward of [`causal_softmax`] in place: `dp` becomes
+    /// `ds = scale · p · (dp − Σ p·dp)` on the live keys, 0 on the masked ones.
+    pub(crate) fn causal_softmax_backward(p: &[f32], dp: &mut [f32], t: usize, scale: f32) {
+        let per_task = rows_per_task(t).min(t);
+        dp.par_chunks_mut(t * per_task)
+            .zip(p.par_chunks(t * per_task))
+            .enumerate()
+            .for_each(|(task, (dp, p))| {
+                for (k, (dp, p)) in dp.chunks_mut(t).zip(p.chunks(t)).enumerate() {
+                    let q = (task * per_task + k) % t;
+                    let (live, masked) = dp.split_at_mut(q + 1);
+                    let p = &p[..=q];
+                    let dp_p = dot(live, p);
+                    for (d, &p) in live.iter_mut().zip(p) {
+                        *d = scale * p * (*d - dp_p);
+                    }
+                    masked.fill(0.0);
+                }
+            });
+    }
+}
+
+multiversion! {
+    /// One decoding step's attention over a KV cache, for inference: `q [b, heads, hd]` (the new
+    /// token of each row, RoPE applied), `k`, `v [b, kv_heads, len, hd]` (the cache, the new token
+    /// last) → `[b, heads·hd]`. Row `r` attends to slots `pads[r]..len` (its left padding is
+    /// masked); query head `kv·g + j` uses KV head `kv`. Per row and head, the scores, their
+    /// softmax and the weighted sum run over the live slots in slot order, so a row's result does
+    /// not depend on the other rows or on how much padding it carries.
+    pub(crate) fn decode_attention(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        pads: &[usize],
+        dims: [usize; 5],
+        scale: f32,
+    ) -> Vec<f32> {
+        let [_, heads, kv_heads, len, hd] = dims;
+        let g = heads / kv_heads;
+        let mut out = vec![0.0; q.len()];
+        out.par_chunks_mut(heads * hd)
+            .zip(q.par_chunks(heads * hd))
+            .enumerate()
+            .for_each(|(r, (out, q))| {
+                let mut scores = vec![0.0f32; len];
+                for (h, (out, q)) in out.chunks_mut(hd).zip(q.chunks(hd)).enumerate() {
+                    let base = (r * kv_heads + h / g) * len * hd;
+                    let (k, v) = (&k[base..][..len * hd], &v[base..][..len * hd]);
+                    let live = &mut scores[pads[r].min(len)..];
+                    let keys = k.chunks(hd).skip(pads[r]);
+                    let mut max = f32::NEG_INFINITY;
+                    for (s, key) in live.iter_mut().zip(keys) {
+                        *s = dot(key, q) * scale;
+                        max = max.max(*s);
+                    }
+                    for s in live.iter_mut() {
+                        *s = exp(*s - max);
+                    }
+                    let norm = 1.0 / sum(live);
+                    out.fill(0.0);
+                    for (&p, value) in live.iter().zip(v.chunks(hd).skip(pads[r])) {
+                        let w = p * norm;
+                        for (o, x) in out.iter_mut().zip(value) {
+                            *o += w * x;
+                        }
+                    }
+                }
+            });
+        out
+    }
 }
 
 /// `[b, heads, t, hd]` → `[b, t, heads·hd]`.
@@ -561,6 +581,63 @@ mod tests {
             decode_attention(&q, &k2, &v, &pads, [b, heads, kvh, len, hd], 0.7),
             out
         );
+    }
+
+    /// Every kernel at every level this CPU has gives the baseline's bits (issue #72): the
+    /// wide copies change how many lanes run at once, not what each lane computes.
+    #[test]
+    fn every_level_gives_the_baseline_s_bits() {
+        use crate::fused::cpu::{Level, cap, detected};
+        let (rows, n) = (37, 72);
+        let x = values(rows * n, 11, 3.0);
+        let w = values(n, 12, 1.0);
+        let dy = values(rows * n, 13, 1.0);
+        let dims = [2, 5, 3, 24]; // [b, t, heads, hd]
+        let m = 2 * 5 * 3 * 24;
+        let (rx, cos, sin) = (
+            values(m, 14, 1.0),
+            values(2 * 5 * 24, 15, 1.0),
+            values(2 * 5 * 24, 16, 1.0),
+        );
+        let t = 9;
+        let scores = values(4 * t * t, 17, 4.0);
+        let q = values(2 * 4 * 16, 18, 1.0);
+        let kv = values(2 * 2 * 7 * 16, 19, 1.0);
+        let vv = values(2 * 2 * 7 * 16, 20, 1.0);
+        let run = || {
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+            let (y, inv) = rms_norm(&x, &w, 1e-6);
+            let (dx, dw) = rms_norm_backward(&x, &w, &inv, &dy);
+            let z = swiglu(&x, &dy);
+            let (dg, du) = swiglu_backward(&x, &dy, &w.repeat(rows));
+            let r = rope(&rx, &cos, &sin, dims);
+            let dr = rope_backward(&r, &cos, &sin, [2, 5, 3, 24]);
+            let mut p = scores.clone();
+            causal_softmax(&mut p, t, 0.25);
+            let mut dp = scores.clone();
+            causal_softmax_backward(&p, &mut dp, t, 0.25);
+            let a = decode_attention(&q, &kv, &vv, &[0, 3], [2, 4, 2, 7, 16], 0.25);
+            [y, inv, dx, dw, z, dg, du, r, dr, p, dp, a].map(|v| bits(&v))
+        };
+        let best = detected();
+        let mut levels = vec![Level::Base];
+        if best >= Level::Avx2 {
+            levels.push(Level::Avx2);
+        }
+        if best >= Level::Avx512 {
+            levels.push(Level::Avx512);
+        }
+        assert_eq!(cap(Level::Base), Level::Base);
+        let base = run();
+        for level in levels {
+            assert_eq!(cap(level), level);
+            assert!(
+                run() == base,
+                "level {} differs from the baseline",
+                level.name()
+            );
+        }
+        cap(best);
     }
 
     #[test]

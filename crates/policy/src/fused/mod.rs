@@ -17,6 +17,7 @@
 //! [`crate::Qwen::with_fused_kernels`] turned them off; the tests below compare every
 //! parameter's gradient with them on and off.
 
+pub mod cpu;
 mod kernels;
 
 use std::fmt;
