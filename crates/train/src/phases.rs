@@ -136,7 +136,8 @@ pub(super) struct RlState {
     engines: rl::LocalEngines,
     /// Asynchronous RL (`rl.max_staleness ≥ 1`): the producer rolling out the current
     /// stage's next steps, and the stage it rolls out for.
-    producer: Option<(usize, rl_async::Producer<Qwen, rl::StepBatch>)>,
+    /// Boxed: the RL state is moved by value from step to step.
+    producer: Option<Box<(usize, rl_async::Producer<Qwen, rl::StepBatch>)>>,
 }
 
 /// One run of the recipe: what every phase reads, and the files it writes.
@@ -671,7 +672,7 @@ impl<'a> Run<'a> {
                 step_tools,
             )?
         } else {
-            if rl.producer.as_ref().is_none_or(|(s, _)| *s != index) {
+            if rl.producer.as_ref().is_none_or(|p| p.0 != index) {
                 let producer = self.spawn_producer(
                     &rl.model,
                     &mut rl.engines,
@@ -680,9 +681,9 @@ impl<'a> Run<'a> {
                     &stage,
                     index,
                 );
-                rl.producer = Some((index, producer));
+                rl.producer = Some(Box::new((index, producer)));
             }
-            let Some((_, producer)) = rl.producer.as_ref() else {
+            let Some(producer) = rl.producer.as_ref().map(|p| &p.1) else {
                 unreachable!("the producer was just started")
             };
             let waited = Instant::now();
@@ -752,10 +753,12 @@ impl<'a> Run<'a> {
         // The stage goes on: the producer rolls out with the new version. It ends (or the
         // run): what the producer rolled out for the next steps is the old stage's, dropped.
         if matches!(decision, Decision::Stay) {
-            if let (Some((_, producer)), Some(policy)) = (rl.producer.as_ref(), to_publish) {
+            if let (Some(producer), Some(policy)) = (rl.producer.as_ref(), to_publish) {
+                let producer = &producer.1;
                 producer.publish(rl.steps, policy);
             }
-        } else if let Some((_, producer)) = rl.producer.take() {
+        } else if let Some(producer) = rl.producer.take() {
+            let (_, producer) = *producer;
             let dropped = producer.stop();
             if dropped > 0 {
                 self.observer.log(&format!(

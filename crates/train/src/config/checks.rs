@@ -306,16 +306,14 @@ impl TrainConfig {
                 "is not applied by the trainer yet: it divides by the mean weight of the whole batch, and the loss runs per micro-batch (issue #63)".into(),
             );
         }
-        if self.rl.max_staleness > 0 {
-            if self.rl.rollout_driver != RolloutDriver::Scheduled {
-                return bad(
-                    "rl.max_staleness",
-                    format!(
-                        "is {}, which rolls out on engines while the trainer updates: it needs the scheduled driver (rl.rollout_driver = \"scheduled\", --rollout scheduled); 0 is the synchronous loop",
-                        self.rl.max_staleness
-                    ),
-                );
-            }
+        if self.rl.max_staleness > 0 && self.rl.rollout_driver != RolloutDriver::Scheduled {
+            return bad(
+                "rl.max_staleness",
+                format!(
+                    "is {}, which rolls out on engines while the trainer updates: it needs the scheduled driver (rl.rollout_driver = \"scheduled\", --rollout scheduled); 0 is the synchronous loop",
+                    self.rl.max_staleness
+                ),
+            );
         }
         if self.rl.pool_size < self.rl.prompts_per_step {
             return bad(
