@@ -1328,6 +1328,10 @@ const UNSAFE_FILES: &[(&str, &str)] = &[
         "mallopt and mallinfo2, the C calls that tune and read glibc's allocator",
     ),
     (
+        "crates/policy/src/fused/cpu.rs",
+        "calling a kernel's #[target_feature] copy once the CPU was found to have its features",
+    ),
+    (
         "crates/testdata/src/alloc.rs",
         "a counting `GlobalAlloc` implements an unsafe trait (the memory test and benchmark)",
     ),
