@@ -337,7 +337,7 @@ impl<'a> StepTools<'a> {
     }
 }
 
-/// One GRPO(-RoC) step: [`collect`], then [`train_on`]. Returns the updated model, the record
+/// One GRPO(-RoC) step: [`collect`] with [`rollout_policy`], then [`train_step`]. Returns the updated model, the record
 /// (without the curriculum decision) and the step's trajectories (all rollouts). The step
 /// computes in `rl.precision`; the returned model computes as it came.
 ///
@@ -350,22 +350,11 @@ pub fn step(
     inputs: &StepInputs<'_>,
     tools: StepTools<'_>,
 ) -> Result<(Qwen, StepRecord, Vec<Trajectory>), Error> {
-    let o = inputs.options;
-    let previous = (model.precision, model.checkpointing);
-    let model = model
-        .with_precision(o.precision)
-        .with_gradient_checkpointing(o.gradient_checkpointing);
-    // The sampling policy: rolls out, and (with several mini-batches) gives the old log-probs.
-    let policy = model.valid();
+    // The sampling policy: rolls out, and is the policy before the update ([`train_step`]).
+    let policy = rollout_policy(&model, inputs.options);
     let batch = collect(&policy, tokenizer, inputs, tools)?;
-    let (model, record, trajectories) = train_on(model, &policy, optimizer, batch, inputs)?;
-    Ok((
-        model
-            .with_precision(previous.0)
-            .with_gradient_checkpointing(previous.1),
-        record,
-        trajectories,
-    ))
+    let (model, record, trajectories, _) = train_step(model, optimizer, batch, inputs)?;
+    Ok((model, record, trajectories))
 }
 
 /// The policy that rolls out for the steps of `options`: `model` in the step's precision,
