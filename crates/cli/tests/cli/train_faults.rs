@@ -13,20 +13,18 @@ use super::train::rstar;
 use super::train_common::{jsonl, overfit, tasks};
 use super::train_scheduled::config_file;
 
-#[test]
-fn a_lost_engine_and_a_lost_tool_server_lose_no_rollout() {
-    let dir = tempfile::tempdir().unwrap();
-    // A policy that writes the format, so that its rollouts call the tools; the run and the
-    // servers start from it.
-    let start = dir.path().join("start");
+/// A policy that writes the format (so that its rollouts call the tools) saved in `dir/start`,
+/// a smoke config of one stage of `steps` RL steps that starts from it, and two `rstar serve`
+/// engines serving it.
+fn start_from_a_formatted_policy(dir: &std::path::Path, steps: u64) -> (String, [Listening; 2]) {
+    let start = dir.join("start");
     let model = overfit(&tasks(3, 8), 60);
     save_dir(&model, &Tokenizer::char(), &start, WeightDtype::F32).unwrap();
-    let config = config_file(dir.path(), vec![Stage::new("short", 96, 2).steps(2)], 2);
+    let config = config_file(dir, vec![Stage::new("short", 96, 2).steps(steps)], 2);
     let mut value: Value =
         serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
     value["init"] = start.to_str().unwrap().into();
     std::fs::write(&config, value.to_string()).unwrap();
-
     let engine = || {
         Listening::start(command().args([
             "serve",
@@ -36,7 +34,14 @@ fn a_lost_engine_and_a_lost_tool_server_lose_no_rollout() {
             start.to_str().unwrap(),
         ]))
     };
-    let (engines, tools) = ([engine(), engine()], [tool_server(), tool_server()]);
+    (config, [engine(), engine()])
+}
+
+#[test]
+fn a_lost_engine_and_a_lost_tool_server_lose_no_rollout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, engines) = start_from_a_formatted_policy(dir.path(), 2);
+    let tools = [tool_server(), tool_server()];
     // Engine 1 dies at its third turn of the first step; tool server 0 (the one the client
     // tries first) at its second batch.
     let engine_proxy = DyingProxy::start(&engines[1].addr, "POST /v1/completions", 3);
@@ -145,24 +150,8 @@ fn a_lost_engine_and_a_lost_tool_server_lose_no_rollout() {
 #[test]
 fn asynchronous_rl_loses_no_rollout_when_an_engine_dies() {
     let dir = tempfile::tempdir().unwrap();
-    let start = dir.path().join("start");
-    let model = overfit(&tasks(3, 8), 60);
-    save_dir(&model, &Tokenizer::char(), &start, WeightDtype::F32).unwrap();
-    let config = config_file(dir.path(), vec![Stage::new("short", 96, 2).steps(3)], 2);
-    let mut value: Value =
-        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
-    value["init"] = start.to_str().unwrap().into();
-    std::fs::write(&config, value.to_string()).unwrap();
-    let engine = || {
-        Listening::start(command().args([
-            "serve",
-            "--port",
-            "0",
-            "--model",
-            start.to_str().unwrap(),
-        ]))
-    };
-    let (engines, tools) = ([engine(), engine()], tool_server());
+    let (config, engines) = start_from_a_formatted_policy(dir.path(), 3);
+    let tools = tool_server();
     // Engine 1 dies at its fourth turn.
     let engine_proxy = DyingProxy::start(&engines[1].addr, "POST /v1/completions", 4);
     let engine_urls = [
