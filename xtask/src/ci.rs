@@ -10,7 +10,8 @@
 //!    The dependencies are then compiled once, in full, instead of a second time as metadata
 //!    for a separate `cargo clippy` (311 s cold on a 2-core machine, about a fifth of a cold
 //!    CI run), and the code behind the `wgpu` features is linted too;
-//! 5. `cargo test --workspace` with the same features and wrapper (so nothing is rebuilt),
+//! 5. `rstar tools doctor`, so CI's output says which sandbox layers were active (it fails if a
+//!    probe escapes), then `cargo test --workspace` with the same features and wrapper (so nothing is rebuilt),
 //!    doctests included, with `RSTAR_PYTHON` set: one build for every test, so the policy's
 //!    `wgpu` tests and the `rstar train --backend wgpu` smoke run (on Mesa's lavapipe, a Vulkan
 //!    driver on the CPU) run with the others instead of after a second Burn build. Headless
@@ -93,6 +94,17 @@ fn run_ci() -> Result<()> {
         "clippy (warnings denied) on the benchmarks",
         linted_test(&driver).args(["--benches", "--no-run"]),
     )?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| crate::util::root().join("target"), PathBuf::from);
+    let rstar = target.join("debug").join("rstar");
+    // Which sandbox layers this machine gives the tool environment (the adversarial tests
+    // check the bound of each layer's mode, active or degraded); fails if a probe escapes.
+    step(
+        "sandbox layers here (rstar tools doctor)",
+        Command::new(&rstar)
+            .args(["tools", "doctor", "--workers", "1", "--preload", "numpy"])
+            .env("RSTAR_PYTHON", &python),
+    )?;
     step(
         "tests (the wgpu ones on Mesa's lavapipe)",
         linted_test(&driver)
@@ -102,9 +114,7 @@ fn run_ci() -> Result<()> {
     )?;
     let wheel = crate::wheel::build(&python)?;
     crate::wheel::install(&python, &wheel)?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| crate::util::root().join("target"), PathBuf::from);
-    crate::wheel::pytest(&python, &target.join("debug").join("rstar"))?;
+    crate::wheel::pytest(&python, &rstar)?;
     crate::snippets::run(&[])?;
     eprintln!(
         "==> ci: all checks passed in {:.0}s",

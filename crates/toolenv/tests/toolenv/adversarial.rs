@@ -269,18 +269,44 @@ fn unix_sockets_are_refused() {
     assert_eq!(r.stdout, "denied 1\ndenied 1\ndenied 1\ndenied 1\nb'ok'\n");
 }
 
+/// Writes 4 MiB files until the disk refuses; prints how many fit and the errno.
+const FILL_THE_DISK: &str = "n = 0\ntry:\n    for i in range(1000):\n        open('f%d' % i, 'wb').write(b'x' * (4 << 20))\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)";
+
+/// Writes one file 1 MiB at a time until the write is refused; prints the bytes the file
+/// holds and the errno. (Python ignores `SIGXFSZ`, so a write past `RLIMIT_FSIZE` fails with
+/// `EFBIG` instead of killing the interpreter.)
+const GROW_ONE_FILE: &str = "import os\nf = open('big', 'wb', buffering=0)\ntry:\n    for i in range(1000):\n        f.write(b'x' * (1 << 20))\nexcept OSError as e:\n    print(os.path.getsize('big'), e.errno)";
+
+/// The bound the degraded disk layer promises (call directories on disk): `RLIMIT_FSIZE`
+/// stops each file at the configured size, to the byte.
+fn assert_one_file_stops_at(r: &rstar_toolenv::ToolResult, file_size: u64) {
+    assert_eq!(r.outcome, Outcome::Output, "{r:?}");
+    let (size, errno) = r.stdout.trim().split_once(' ').expect("size and errno");
+    assert_eq!(errno, libc::EFBIG.to_string(), "{r:?}");
+    assert_eq!(size.parse::<u64>().unwrap(), file_size, "{r:?}");
+}
+
+/// Wherever the disk layer is active (a private tmpfs per worker), the scratch's size bounds
+/// all the files together; where it is degraded, the test checks the bound that mode promises
+/// instead (each file at `RLIMIT_FSIZE`), so it checks something in every mode. The layers
+/// found are printed; `cargo xtask ci` also prints `rstar tools doctor` before the tests.
 #[test]
 fn filling_the_disk_stops_at_the_scratch_size() {
     let report = super::common::pool().pool().report().expect("report");
+    for layer in &report.layers {
+        eprintln!(
+            "sandbox layer {:<12} {:?}: {}",
+            layer.name, layer.state, layer.detail
+        );
+    }
     let disk = report.layer("disk").expect("disk layer");
     if disk.state != rstar_toolenv::LayerState::Active {
-        // The documented degraded mode: call directories on disk. Say so and
-        // do not fill the host's disk.
+        // The documented degraded mode: call directories on disk, each file bounded.
         assert_eq!(disk.state, rstar_toolenv::LayerState::Degraded, "{disk:?}");
+        assert_one_file_stops_at(&run_hostile(GROW_ONE_FILE, ""), 64 << 20);
         return;
     }
-    let code = "n = 0\ntry:\n    for i in range(1000):\n        open('f%d' % i, 'wb').write(b'x' * (4 << 20))\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)";
-    let r = run_hostile(code, "");
+    let r = run_hostile(FILL_THE_DISK, "");
     assert_eq!(r.outcome, Outcome::Output, "{r:?}");
     let (n, errno) = r.stdout.trim().split_once(' ').expect("count and errno");
     assert_eq!(errno, libc::ENOSPC.to_string());
@@ -288,6 +314,26 @@ fn filling_the_disk_stops_at_the_scratch_size() {
         n.parse::<u32>().unwrap() < 17,
         "{n} files of 4 MiB fit in a 64 MiB scratch"
     );
+}
+
+/// The degraded disk layer, chosen (no scratch), on every machine: it says it is degraded, and
+/// a file stops at `RLIMIT_FSIZE` (4 MiB here), to the byte.
+#[test]
+fn without_a_scratch_each_file_stops_at_the_file_size() {
+    let pool = rstar_toolenv::BlockingPool::new(
+        super::common::builder()
+            .workers(1)
+            .scratch_size(None)
+            .file_size(4 << 20),
+    )
+    .expect("a pool without a scratch starts");
+    let report = pool.pool().report().expect("report");
+    let disk = report.layer("disk").expect("disk layer");
+    assert_eq!(disk.state, rstar_toolenv::LayerState::Degraded, "{disk:?}");
+    assert!(disk.detail.contains("RLIMIT_FSIZE"), "{disk:?}");
+    let r = pool.run(rstar_toolenv::ToolCall::python(GROW_ONE_FILE, ""));
+    assert_one_file_stops_at(&r, 4 << 20);
+    super::common::assert_clean(&pool);
 }
 
 #[test]
