@@ -570,37 +570,69 @@ mod tests {
         )
     }
 
-    /// Every prompt of `tests/data/render_cases.json` is what serve's own renderer wrote for
-    /// its request before the chat layouts moved into `rstar_episode::chat` (captured from that
-    /// code): the move changed no byte.
+    /// Every chat request of `tests/data/render_cases.json` renders as Jinja renders it
+    /// (`tests/data/chat_oracle.py` over rstar-testdata's `render_chat.py`): the ChatML layout
+    /// as Qwen3's own template less its `<think>` handling and with the tool-call name written
+    /// by `tojson`, the compact one as `tests/data/compact.jinja`, both with the generation
+    /// prompt, after the oracle reads the request as serve documents it (system turn, roles,
+    /// content parts, arguments). A compact request with structured `tool_calls` is refused.
     #[test]
-    fn issue_39_chat_prompts_are_rendered_as_before_the_move() {
+    fn chat_prompts_render_as_jinja_renders_the_templates() {
         #[derive(serde::Deserialize)]
         struct Case {
             template: TemplateFormat,
             request: String,
-            prompt: String,
         }
+        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
         let cases: Vec<Case> =
             serde_json::from_str(include_str!("../tests/data/render_cases.json")).unwrap();
         assert_eq!(cases.len(), 15);
+        // The template's own system turn: the paper's system prompt, then its tool's schema.
+        let prompt = rstar_episode::template::Template::chatml().render_prompt("");
+        let between = |a: &str, b: &str| {
+            let from = prompt.find(a).expect("the ChatML prompt's system turn") + a.len();
+            prompt[from..from + prompt[from..].find(b).unwrap()].to_string()
+        };
+        let (system, tool) = (
+            between("<|im_start|>system\n", "\n\n# Tools"),
+            between("<tools>\n", "\n</tools>"),
+        );
+        let testdata = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/python");
+        let out = std::process::Command::new(rstar_testdata::python())
+            .arg(data.join("chat_oracle.py"))
+            .arg(testdata)
+            .arg(rstar_testdata::fixture(
+                "qwen/tokenizer_qwen3/tokenizer_config.json",
+            ))
+            .arg(data.join("render_cases.json"))
+            .args([&system, &tool])
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "chat_oracle.py failed (is jinja2 installed? `cargo xtask ci` installs it): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let want: Vec<Option<String>> = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(want.len(), cases.len());
         let mut refused = 0;
-        for case in cases {
+        for (case, want) in cases.iter().zip(want) {
             let s = state(case.template);
-            // Issue 70: the compact layout used to drop an assistant's structured `tool_calls`
-            // (the captured prompt has none of them); it now refuses them.
-            if case.template == TemplateFormat::Compact && case.request.contains("tool_calls") {
-                let err = render_request(&s, &case.request).unwrap_err();
-                assert!(
-                    err.message.contains("has no `tool_calls`"),
-                    "{}",
-                    err.message
-                );
-                refused += 1;
-                continue;
+            let got = render_request(&s, &case.request);
+            match want {
+                Some(want) => assert_eq!(got.unwrap(), want, "{}", case.request),
+                None => {
+                    // Issue 70: the compact layout refuses an assistant's structured
+                    // `tool_calls` instead of dropping them.
+                    let err = got.unwrap_err();
+                    assert!(
+                        err.message.contains("has no `tool_calls`"),
+                        "{}",
+                        err.message
+                    );
+                    refused += 1;
+                }
             }
-            let got = render_request(&s, &case.request).unwrap();
-            assert_eq!(got, case.prompt, "{}", case.request);
         }
         assert!(refused > 0);
     }

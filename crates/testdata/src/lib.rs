@@ -11,8 +11,9 @@
 //! It is **not** a data loader: it returns paths; parsing belongs to the tests. Beside the
 //! paths it holds the test doubles more than one crate's tests use: [`PairTokenizer`], a
 //! tokenizer whose token spans differ from byte spans, and [`scorer`], a boxed-answer scorer
-//! written out by hand (the episode and tasks tests); and [`alloc::Counting`], the counting
-//! global allocator of the binaries that measure the heap.
+//! written out by hand (the episode and tasks tests); [`alloc::Counting`], the counting
+//! global allocator of the binaries that measure the heap; and [`render_chat`], the Jinja
+//! oracle of the chat layouts (`python/render_chat.py`).
 //!
 //! ```no_run
 //! let aime = rstar_testdata::dataset("aime24.jsonl");
@@ -99,6 +100,45 @@ pub fn python() -> PathBuf {
     std::env::var_os("RSTAR_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+/// Chat rows (JSONL, the OpenAI / HF layout) rendered by Jinja with a chat template, as
+/// transformers' `apply_chat_template(…, tokenize=False)` renders them: the independent
+/// reference of rstar's chat layouts (`python/render_chat.py`, run with [`python`]).
+/// `template` is a model's `tokenizer_config.json` (its `chat_template`) or a file of Jinja
+/// text; `generation_prompt` renders with `add_generation_prompt=True`. One text per row.
+///
+/// # Panics
+/// When Python or jinja2 is missing (`cargo xtask ci` installs it) or a row fails to render.
+pub fn render_chat(template: &Path, rows_jsonl: &str, generation_prompt: bool) -> Vec<String> {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/render_chat.py");
+    let mut cmd = Command::new(python());
+    cmd.arg(&script).arg(template);
+    if generation_prompt {
+        cmd.arg("--generation-prompt");
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("could not start {}: {e}", python().display()));
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let rows = rows_jsonl.to_owned();
+    let writer = std::thread::spawn(move || stdin.write_all(rows.as_bytes()));
+    let out = child.wait_with_output().expect("render_chat.py runs");
+    writer
+        .join()
+        .expect("the writer thread")
+        .expect("rows written to render_chat.py");
+    assert!(
+        out.status.success(),
+        "render_chat.py failed (is jinja2 installed? `cargo xtask ci` installs it): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("render_chat.py writes a JSON list of texts")
 }
 
 /// One HTTP/1.1 exchange over a fresh connection, as a raw client with no dependencies:

@@ -9,7 +9,6 @@
 //! real Qwen3 `tokenizer_config.json`, so the template is detected as a user's would be.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use burn::tensor::Device;
 use rstar_episode::chat::{ChatFormat, Conversation, Json};
@@ -39,21 +38,8 @@ fn conversations(name: &str) -> Vec<Conversation> {
 #[test]
 fn every_row_renders_as_jinja_renders_qwen3s_own_template() {
     let config = rstar_testdata::fixture("qwen/tokenizer_qwen3/tokenizer_config.json");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/train/render_chat.py");
-    let out = Command::new(rstar_testdata::python())
-        .arg(&script)
-        .arg(&config)
-        .stdin(std::fs::File::open(data("function_calling.jsonl")).unwrap())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "render_chat.py failed (is jinja2 installed? `cargo xtask ci` installs it): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let want: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = std::fs::read_to_string(data("function_calling.jsonl")).unwrap();
+    let want = rstar_testdata::render_chat(&config, &rows, false);
     let convs = conversations("function_calling.jsonl");
     assert_eq!(want.len(), 36);
     assert_eq!(convs.len(), want.len());
