@@ -597,23 +597,21 @@ mod tests {
             between("<|im_start|>system\n", "\n\n# Tools"),
             between("<tools>\n", "\n</tools>"),
         );
-        let testdata = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/python");
-        let out = std::process::Command::new(rstar_testdata::python())
-            .arg(data.join("chat_oracle.py"))
-            .arg(testdata)
-            .arg(rstar_testdata::fixture(
-                "qwen/tokenizer_qwen3/tokenizer_config.json",
-            ))
-            .arg(data.join("render_cases.json"))
-            .args([&system, &tool])
-            .output()
-            .expect("python runs");
-        assert!(
-            out.status.success(),
-            "chat_oracle.py failed (is jinja2 installed? `cargo xtask ci` installs it): {}",
-            String::from_utf8_lossy(&out.stderr)
+        let config = rstar_testdata::fixture("qwen/tokenizer_qwen3/tokenizer_config.json");
+        let (python_dir, cases_path) =
+            (rstar_testdata::python_dir(), data.join("render_cases.json"));
+        let out = rstar_testdata::run_python(
+            &data.join("chat_oracle.py"),
+            &[
+                python_dir.as_os_str(),
+                config.as_os_str(),
+                cases_path.as_os_str(),
+                system.as_ref(),
+                tool.as_ref(),
+            ],
+            "",
         );
-        let want: Vec<Option<String>> = serde_json::from_slice(&out.stdout).unwrap();
+        let want: Vec<Option<String>> = serde_json::from_slice(&out).unwrap();
         assert_eq!(want.len(), cases.len());
         let mut refused = 0;
         for (case, want) in cases.iter().zip(want) {

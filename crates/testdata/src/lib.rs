@@ -111,34 +111,53 @@ pub fn python() -> PathBuf {
 /// # Panics
 /// When Python or jinja2 is missing (`cargo xtask ci` installs it) or a row fails to render.
 pub fn render_chat(template: &Path, rows_jsonl: &str, generation_prompt: bool) -> Vec<String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/render_chat.py");
+    let mut args = vec![template.as_os_str()];
+    if generation_prompt {
+        args.push("--generation-prompt".as_ref());
+    }
+    let out = run_python(&script, &args, rows_jsonl);
+    serde_json::from_slice(&out).expect("render_chat.py writes a JSON list of texts")
+}
+
+/// The folder of rstar-testdata's Python scripts (`render_chat.py`), for a test's own script
+/// to import them from.
+pub fn python_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python")
+}
+
+/// Runs a test's Python script with [`python`], `stdin` on its standard input, and returns
+/// its standard output.
+///
+/// # Panics
+/// When Python cannot start or the script fails (with its standard error; a Python module the
+/// test needs, such as jinja2, is installed by `cargo xtask ci`).
+pub fn run_python(script: &Path, args: &[&std::ffi::OsStr], stdin: &str) -> Vec<u8> {
     use std::io::Write as _;
     use std::process::{Command, Stdio};
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/render_chat.py");
-    let mut cmd = Command::new(python());
-    cmd.arg(&script).arg(template);
-    if generation_prompt {
-        cmd.arg("--generation-prompt");
-    }
-    let mut child = cmd
+    let mut child = Command::new(python())
+        .arg(script)
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("could not start {}: {e}", python().display()));
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let rows = rows_jsonl.to_owned();
-    let writer = std::thread::spawn(move || stdin.write_all(rows.as_bytes()));
-    let out = child.wait_with_output().expect("render_chat.py runs");
+    let mut pipe = child.stdin.take().expect("piped stdin");
+    let input = stdin.to_owned();
+    let writer = std::thread::spawn(move || pipe.write_all(input.as_bytes()));
+    let out = child.wait_with_output().expect("the script runs");
     writer
         .join()
         .expect("the writer thread")
-        .expect("rows written to render_chat.py");
+        .expect("the script's input written");
     assert!(
         out.status.success(),
-        "render_chat.py failed (is jinja2 installed? `cargo xtask ci` installs it): {}",
+        "{} failed (is every module it needs installed? `cargo xtask ci` installs them): {}",
+        script.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("render_chat.py writes a JSON list of texts")
+    out.stdout
 }
 
 /// One HTTP/1.1 exchange over a fresh connection, as a raw client with no dependencies:
