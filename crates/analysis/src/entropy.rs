@@ -52,7 +52,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use rstar_episode::episode::{Role, Trajectory};
-use rstar_episode::template::TemplateFormat;
 
 /// Options of the analysis.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -180,10 +179,7 @@ pub fn token_views(t: &Trajectory, after_tool: usize) -> Result<Vec<TokenView>, 
             t.entropies.len()
         )));
     }
-    let (open, close) = match t.template {
-        TemplateFormat::ChatMl => ("<tool_call>", "</tool_call>"),
-        TemplateFormat::Compact => ("<c>", "</c>"),
-    };
+    let (open, close) = t.template.call_tags();
     let mut out = Vec::with_capacity(n);
     let mut k = 0;
     for (ti, turn) in t.turns.iter().enumerate() {

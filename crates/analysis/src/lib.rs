@@ -19,6 +19,8 @@
 //!   `runs/<name>/plots/*.svg`, `rstar train plot`).
 //! - [`plot`]: the SVG writer ([`plot::LineChart`], [`plot::line_chart_svg`]) and the entropy
 //!   along one trajectory ([`plot::entropy_svg`]).
+//! - [`trajectory`]: one trajectory rendered once for the report (HTML) and `rstar show`
+//!   (terminal text): [`trajectory::view`], [`trajectory::html`], [`trajectory::text`].
 //! - [`tensorboard`]: TensorBoard event files written by hand ([`tensorboard::EventWriter`],
 //!   [`tensorboard::RunLog`], [`tensorboard::convert`]).
 //! - [`entropy`]: where the policy hesitates ([`entropy::analyze`]; `rstar analyze entropy`).
@@ -52,6 +54,7 @@ pub mod plot;
 pub mod plots;
 pub mod report;
 pub mod tensorboard;
+pub mod trajectory;
 
 use std::path::Path;
 

@@ -6,7 +6,8 @@
 //! [`crate::plot::line_chart_svg`]), with two runs a comparison (the evaluation
 //! tables side by side and the main curves overlaid: RoC against no RoC), and a browsable list
 //! of the sampled trajectories of `samples.jsonl` (turns, tool calls and their outputs, errors
-//! in red, the reward, per-token entropy shading when the run recorded it).
+//! in red, the reward, per-token entropy shading when the run recorded it), each written by
+//! [`crate::trajectory::html`], the renderer `rstar show` shares.
 //!
 //! Everything read from the run is HTML-escaped (model text is hostile). [`RunData::load`]
 //! never fails: missing or truncated files become notes that the page shows at the top, with
@@ -21,12 +22,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::Error;
-use crate::entropy::call_spans;
 use crate::plot::{LineChart, Series, line_chart_svg};
 use crate::plots::StepTiming;
 use crate::records::EvalRow;
-use rstar_episode::episode::{Role, Trajectory};
-use rstar_episode::template::TemplateFormat;
+use crate::trajectory;
+use rstar_episode::episode::Trajectory;
 
 /// Trajectories of a run shown at most (the rest are counted).
 pub const MAX_TRAJECTORIES: usize = 200;
@@ -188,8 +188,9 @@ impl RunData {
     }
 }
 
-/// Escapes text for HTML element content and attribute values, and shows C0 control
-/// characters other than newline and tab as visible symbols.
+/// Escapes text for HTML element content and attribute values, and shows control characters
+/// other than newline and tab as visible symbols ([`trajectory::inert_char`], the map
+/// `rstar show` uses for the terminal).
 pub fn html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -199,11 +200,7 @@ pub fn html(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            '\n' | '\t' => out.push(c),
-            '\r' => out.push('␍'),
-            c if (c as u32) < 0x20 => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('�')),
-            '\x7f' => out.push('␡'),
-            c => out.push(c),
+            c => out.push(trajectory::inert_char(c)),
         }
     }
     out
@@ -676,196 +673,11 @@ fn trajectories(s: &mut String, r: &RunData, run_index: usize, several: bool) {
         }
     );
     for (i, t) in r.samples.iter().take(shown).enumerate() {
-        trajectory(s, t, &format!("t{run_index}-{i}"));
+        s.push_str(&trajectory::html(
+            &trajectory::view(t),
+            &format!("t{run_index}-{i}"),
+        ));
     }
-}
-
-/// The HTML of an assistant turn's text: tool calls and answers marked, all escaped.
-fn assistant_html(text: &str, format: TemplateFormat) -> String {
-    let (open, close) = match format {
-        TemplateFormat::ChatMl => ("<tool_call>", "</tool_call>"),
-        TemplateFormat::Compact => ("<c>", "</c>"),
-    };
-    let mut spans: Vec<(usize, usize, &str)> = call_spans(text, open, close)
-        .into_iter()
-        .map(|(a, b)| (a, b, "code"))
-        .collect();
-    spans.extend(
-        call_spans(text, "<answer>", "</answer>")
-            .into_iter()
-            .map(|(a, b)| (a, b, "answer")),
-    );
-    spans.sort();
-    let mut out = String::new();
-    let mut pos = 0;
-    for (a, b, class) in spans {
-        if a < pos {
-            continue;
-        }
-        out.push_str(&html(&text[pos..a]));
-        let _ = write!(out, "<mark class=\"{class}\">{}</mark>", html(&text[a..b]));
-        pos = b;
-    }
-    out.push_str(&html(&text[pos..]));
-    out
-}
-
-/// Tokens shaded by entropy: red with opacity `0.6 · e / max`, the value in the tooltip.
-fn entropy_html(texts: &[String], entropies: &[f32], max: f32) -> String {
-    let mut out = String::new();
-    for (text, &e) in texts.iter().zip(entropies) {
-        let alpha = if max > 0.0 {
-            0.6 * (e / max).clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        let _ = write!(
-            out,
-            "<span class=\"tok\" style=\"background:rgba(222,45,38,{alpha:.2})\" title=\"entropy {e:.3}\">{}</span>",
-            html(text)
-        );
-    }
-    out
-}
-
-fn kind_name(k: rstar_episode::toolcall::OutcomeKind) -> &'static str {
-    use rstar_episode::toolcall::OutcomeKind;
-    match k {
-        OutcomeKind::Output => "output",
-        OutcomeKind::NoOutput => "no output",
-        OutcomeKind::Error => "error",
-        OutcomeKind::Timeout => "timeout",
-        OutcomeKind::ParseFailure => "parse failure",
-    }
-}
-
-fn trajectory(s: &mut String, t: &Trajectory, id: &str) {
-    let reward = t.reward.unwrap_or(0.0);
-    let correct = reward > 0.0;
-    let errors = t.tool_errors();
-    let mut classes = vec!["traj", if correct { "correct" } else { "wrong" }];
-    if !t.tool_calls.is_empty() {
-        classes.push("has-calls");
-    }
-    if errors > 0 {
-        classes.push("has-errors");
-    }
-    let reward_badge = match t.reward {
-        Some(r) => format!(
-            "<span class=\"badge {}\">reward {}</span>",
-            if correct { "good" } else { "bad" },
-            html(&r.to_string())
-        ),
-        None => "<span class=\"badge\">unscored</span>".to_string(),
-    };
-    let error_badge = if errors > 0 {
-        format!(" <span class=\"badge err\">{errors} tool error(s)</span>")
-    } else {
-        String::new()
-    };
-    let _ = writeln!(
-        s,
-        "<details class=\"{}\" id=\"{id}\" data-reward=\"{}\"><summary>{reward_badge}{error_badge} <b>{}</b> #{} · answer <code>{}</code> · truth <code>{}</code> · stop {} · {} turns · {} tool calls · {} tokens</summary>",
-        classes.join(" "),
-        html(&reward.to_string()),
-        html(if t.id.is_empty() { "(no id)" } else { &t.id }),
-        t.sample,
-        html(t.answer.as_deref().unwrap_or("none")),
-        html(t.ground_truth.as_deref().unwrap_or("?")),
-        html(t.stop.as_str()),
-        t.assistant_turns(),
-        t.tool_calls.len(),
-        t.response_ids.len()
-    );
-    let _ = writeln!(
-        s,
-        "<div class=\"turn\"><div class=\"who\">prompt</div><pre class=\"prompt\">{}</pre></div>",
-        html(&t.prompt)
-    );
-    let shade = t.has_entropies() && t.token_texts.len() == t.entropies.len();
-    if t.has_entropies() {
-        let n = t.entropies.len() as f32;
-        let mean = t.entropies.iter().sum::<f32>() / n;
-        let max = t.entropies.iter().copied().fold(0.0, f32::max);
-        let _ = writeln!(
-            s,
-            "<p class=\"muted\">entropy: mean {mean:.3}, max {max:.3} nats over {} assistant tokens{}</p>",
-            t.entropies.len(),
-            if shade {
-                " (tokens shaded by entropy; hover for the value)"
-            } else {
-                ""
-            }
-        );
-    }
-    let max_entropy = t.entropies.iter().copied().fold(0.0, f32::max);
-    let mut assistant_turn = 0usize;
-    let mut token_at = 0usize;
-    for turn in &t.turns {
-        match turn.role {
-            Role::Assistant => {
-                let body = if shade && token_at + turn.len <= t.entropies.len() {
-                    entropy_html(
-                        &t.token_texts[token_at..token_at + turn.len],
-                        &t.entropies[token_at..token_at + turn.len],
-                        max_entropy,
-                    )
-                } else {
-                    assistant_html(&turn.text, t.template)
-                };
-                token_at += turn.len;
-                let _ = writeln!(
-                    s,
-                    "<div class=\"turn assistant\"><div class=\"who\">assistant turn {}</div><pre>{body}</pre>",
-                    assistant_turn + 1
-                );
-                for (k, c) in t
-                    .tool_calls
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| c.turn == assistant_turn)
-                {
-                    let what = match (&c.call, &c.failure) {
-                        (Some(call), _) => format!(
-                            "{} ({} lines)",
-                            call.name.as_str(),
-                            call.code.lines().count()
-                        ),
-                        (None, Some(f)) => format!("undecodable: {}", f.message),
-                        (None, None) => "unknown".to_string(),
-                    };
-                    let bad = c.outcome.kind.is_error();
-                    let _ = writeln!(
-                        s,
-                        "<div class=\"call {}\">▶ tool call {k}: {} → {}</div>",
-                        if bad { "err" } else { "ok" },
-                        html(&what),
-                        kind_name(c.outcome.kind)
-                    );
-                }
-                s.push_str("</div>\n");
-                assistant_turn += 1;
-            }
-            Role::Tool => {
-                let failed = t
-                    .tool_calls
-                    .iter()
-                    .filter(|c| c.turn + 1 == assistant_turn)
-                    .any(|c| c.outcome.kind.is_error());
-                let _ = writeln!(
-                    s,
-                    "<div class=\"turn tool\"><div class=\"who\">tool response{}</div><pre class=\"tool {}\">{}</pre></div>",
-                    if failed { " (error)" } else { "" },
-                    if failed { "err" } else { "ok" },
-                    html(&turn.text)
-                );
-            }
-        }
-    }
-    if t.stop == rstar_episode::episode::StopReason::ToolResponseTooLong {
-        s.push_str("<p class=\"call err\">The last tool response did not fit in the token budget and is not in the response.</p>\n");
-    }
-    s.push_str("</details>\n");
 }
 
 /// Writes the report of `dirs` (one run, or two to compare) to `out`.
@@ -892,15 +704,8 @@ mod tests {
             html("<script>alert('x')</script>&\"\u{1b}[31m\n"),
             "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;␛[31m\n"
         );
-    }
-
-    #[test]
-    fn assistant_text_marks_calls_and_answers_after_escaping() {
-        let out = assistant_html("a<c>x<y</c>b<answer>1</answer>", TemplateFormat::Compact);
-        assert_eq!(
-            out,
-            "a<mark class=\"code\">&lt;c&gt;x&lt;y&lt;/c&gt;</mark>b<mark class=\"answer\">&lt;answer&gt;1&lt;/answer&gt;</mark>"
-        );
+        // C1 controls (CSI among them) as in `rstar show`.
+        assert_eq!(html("a\u{9b}2J\r\x7f"), "a�2J␍␡");
     }
 
     #[test]

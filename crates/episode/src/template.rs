@@ -29,6 +29,22 @@ pub enum TemplateFormat {
     Compact,
 }
 
+impl TemplateFormat {
+    /// The tags that open and close a tool call in an assistant turn: `<tool_call>` and
+    /// `</tool_call>` in ChatML, `<c>` and `</c>` in the compact layout.
+    ///
+    /// ```
+    /// use rstar_episode::template::TemplateFormat;
+    /// assert_eq!(TemplateFormat::Compact.call_tags(), ("<c>", "</c>"));
+    /// ```
+    pub fn call_tags(self) -> (&'static str, &'static str) {
+        match self {
+            TemplateFormat::ChatMl => ("<tool_call>", "</tool_call>"),
+            TemplateFormat::Compact => (COMPACT_OPEN, COMPACT_CLOSE),
+        }
+    }
+}
+
 /// The system prompt of the paper's Fig. 3, before the tool list.
 const SYSTEM_PREAMBLE: &str = "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. The Assistant first thinks about the reasoning process in the mind and then provides the user with the answer. The reasoning process and answer are enclosed within <reason> </reason> and <answer> </answer> tags, respectively, i.e., <reason> reasoning process here </reason><answer> answer here </answer>.";
 
@@ -256,6 +272,21 @@ fn is_headline(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn call_tags_are_the_ones_the_parsers_read() {
+        let call = ToolCall::python("print(1)");
+        for format in [TemplateFormat::ChatMl, TemplateFormat::Compact] {
+            let (open, close) = format.call_tags();
+            let turn = Template::of(format).render_call_turn("x", &call);
+            let at = turn.find(open).expect("the open tag");
+            assert!(turn[at..].contains(close), "{format:?}: {turn}");
+        }
+        assert_eq!(
+            TemplateFormat::ChatMl.call_tags(),
+            ("<tool_call>", "</tool_call>")
+        );
+    }
 
     #[test]
     fn chatml_prompt_is_the_reference_layout() {

@@ -134,6 +134,18 @@ impl OutcomeKind {
             OutcomeKind::Error | OutcomeKind::Timeout | OutcomeKind::ParseFailure
         )
     }
+
+    /// The outcome in words, as `rstar show` and the run report print it (`"no output"`,
+    /// `"parse failure"`); the JSON spelling is the serde one (`no_output`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeKind::Output => "output",
+            OutcomeKind::NoOutput => "no output",
+            OutcomeKind::Error => "error",
+            OutcomeKind::Timeout => "timeout",
+            OutcomeKind::ParseFailure => "parse failure",
+        }
+    }
 }
 
 /// The result of one tool call: its kind and the full tool-response text as the environment
@@ -380,6 +392,19 @@ pub fn parse_compact(turn: &str) -> Vec<ParsedCall> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outcome_kinds_are_named_in_words() {
+        for (kind, name) in [
+            (OutcomeKind::Output, "output"),
+            (OutcomeKind::NoOutput, "no output"),
+            (OutcomeKind::Error, "error"),
+            (OutcomeKind::Timeout, "timeout"),
+            (OutcomeKind::ParseFailure, "parse failure"),
+        ] {
+            assert_eq!(kind.as_str(), name);
+        }
+    }
 
     /// One row of the Hermes table: the turn, then per call either `Ok((tool, code, input))`
     /// or `Err(substring of the failure message)`.

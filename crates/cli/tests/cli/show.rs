@@ -166,3 +166,35 @@ fn bad_files_fail_with_the_line() {
     assert_eq!(code, 1);
     assert!(err.contains("cannot read"), "{err}");
 }
+
+/// Issue #69: a tool response (the output of a program the policy wrote) and every other text
+/// of the file reach the terminal with their control characters shown, not obeyed; half a
+/// reward is correct (green), as in the run report; an empty id and a missing ground truth get
+/// the report's placeholders.
+#[test]
+fn issue_69_file_text_cannot_drive_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path());
+    let mut trajs = Trajectory::read_jsonl(&file).unwrap();
+    let hostile = "\x1b[2J\x1b]0;pwned\x07\u{9b}31m";
+    trajs[0].turns[1].text.push_str(hostile);
+    trajs[0].answer = Some(format!("42{hostile}"));
+    trajs[0].reward = Some(0.5);
+    trajs[0].id.clear();
+    trajs[0].ground_truth = None;
+    Trajectory::write_jsonl(&file, &trajs).unwrap();
+    let f = file.to_str().unwrap();
+    let (code, out, err) = show(&[f, "--color"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("\x1b[2J") && !out.contains('\x07'), "{out}");
+    assert!(!out.contains('\u{9b}'), "{out}");
+    assert_eq!(out.matches("␛[2J␛]0;pwned␇�31m").count(), 2, "{out}");
+    assert!(out.contains("reward: \x1b[32m0.5\x1b[0m"), "{out}");
+    assert!(out.contains("id \x1b[1m(no id)\x1b[0m"), "{out}");
+    assert!(out.contains("ground truth: unknown"), "{out}");
+    let (_, list, _) = show(&[f, "--list", "--color"], &[]);
+    assert!(
+        list.contains("(no id)") && list.contains("reward \x1b[32m0.5"),
+        "{list}"
+    );
+}
