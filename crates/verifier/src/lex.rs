@@ -1,6 +1,10 @@
 //! The lexer: answer text (LaTeX or plain) to a flat list of tokens, dropping
 //! everything that never changes an integer's value (math delimiters, spacing
-//! commands, `\left`/`\right`, formatting wrappers, degrees, `\%`, `\$`).
+//! commands, `\left`/`\right`, formatting wrappers, degrees, `\%`, `\$`). The
+//! scanning it shares with the math lexer is [`crate::scan`].
+
+pub(crate) use crate::scan::MAX_DEPTH;
+use crate::scan::{self, Cmd, Dialect, Lexeme, Scan, Uni};
 
 /// One token of an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +43,12 @@ pub(crate) enum Tok {
     Other,
 }
 
+impl Lexeme for Tok {
+    const OPEN: Tok = Tok::Open;
+    const CLOSE: Tok = Tok::Close;
+    const OTHER: Tok = Tok::Other;
+}
+
 /// How a thousands group is separated, so one number uses one kind throughout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum GroupSep {
@@ -48,34 +58,15 @@ enum GroupSep {
     Space,
 }
 
-/// Formatting wrappers whose argument is kept: `\text{42}` is 42.
-const TEXT_WRAPPERS: &[&str] = &[
-    "text",
-    "mathrm",
-    "operatorname",
-    "textbf",
-    "textrm",
-    "textit",
-    "textnormal",
-    "textsf",
-    "texttt",
-    "mbox",
-    "hbox",
-    "emph",
-];
-const MATH_WRAPPERS: &[&str] = &[
-    "mathbf",
-    "mathit",
-    "mathsf",
-    "mathtt",
-    "mathnormal",
-    "boldsymbol",
-    "bm",
-    "boxed",
-    "fbox",
-    "underline",
-    "overline",
-];
+/// Wrappers, dropped commands and degrees as the integer lexer reads them:
+/// `\mathrm{…}` and `\operatorname{…}` hold units, `\overline` is transparent,
+/// and degree commands are dropped.
+static DIALECT: Dialect = Dialect {
+    text: &["mathrm", "operatorname"],
+    transparent: &["overline"],
+    ignored: &["circ", "degree", "degrees", "deg"],
+};
+
 /// Words that scale a number; they are never dropped as units.
 const MAGNITUDES: &[&str] = &[
     "hundred",
@@ -99,283 +90,145 @@ const MAGNITUDES: &[&str] = &[
     "quarters",
 ];
 
-/// Commands that are dropped with no argument.
-const IGNORED: &[&str] = &[
-    "left",
-    "right",
-    "bigl",
-    "bigr",
-    "big",
-    "Big",
-    "bigg",
-    "Bigg",
-    "Bigl",
-    "Bigr",
-    "displaystyle",
-    "textstyle",
-    "quad",
-    "qquad",
-    "enspace",
-    "thinspace",
-    "medspace",
-    "thickspace",
-    "negthinspace",
-    "circ",
-    "degree",
-    "degrees",
-    "deg",
-    "dollar",
-    "bf",
-    "rm",
-    "it",
-];
-
 /// Result of lexing: the tokens, or `None` when the text is too deeply nested
 /// to be an answer (more than [`MAX_DEPTH`] open braces).
 pub(crate) fn lex(text: &str) -> Option<Vec<Tok>> {
     Lexer {
-        s: text.as_bytes(),
-        text,
-        i: 0,
-        out: Vec::new(),
-        frames: Vec::new(),
-        text_frames: 0,
+        sc: Scan::new(text, &DIALECT),
         spaced: false,
     }
     .run()
 }
 
-/// Deepest brace nesting an answer may have; deeper text is refused.
-pub(crate) const MAX_DEPTH: usize = 64;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Frame {
-    Group,
-    Math,
-    Text,
-}
-
 struct Lexer<'a> {
-    s: &'a [u8],
-    text: &'a str,
-    i: usize,
-    out: Vec<Tok>,
-    frames: Vec<Frame>,
-    text_frames: usize,
+    sc: Scan<'a, Tok>,
     spaced: bool,
 }
 
 impl Lexer<'_> {
     fn run(mut self) -> Option<Vec<Tok>> {
-        while self.i < self.s.len() {
-            let b = self.s[self.i];
+        while !self.sc.done() {
+            let b = self.sc.s[self.sc.i];
             let was_spaced = std::mem::replace(&mut self.spaced, false);
             match b {
                 b' ' | b'\t' | b'\n' | b'\r' | b'~' => {
-                    self.i += 1;
+                    self.sc.i += 1;
                     self.spaced = true;
                 }
-                b'$' | b'%' => self.i += 1,
+                b'$' | b'%' => self.sc.i += 1,
                 b'0'..=b'9' => self.number(),
-                b'.' if self.s.get(self.i + 1).is_some_and(u8::is_ascii_digit) => {
-                    self.i += 1;
-                    while self.s.get(self.i).is_some_and(u8::is_ascii_digit) {
-                        self.i += 1;
-                    }
-                    self.out.push(Tok::NonInt);
+                b'.' if self.sc.peek(1).is_some_and(|d| d.is_ascii_digit()) => {
+                    self.sc.i = scan::digits_end(self.sc.s, self.sc.i + 1);
+                    self.sc.out.push(Tok::NonInt);
                 }
                 // A stray full stop ends a sentence; it separates nothing.
-                b'.' => self.i += 1,
-                b'+' => self.push(Tok::Plus),
-                b'-' => self.push(Tok::Minus),
-                b'*' => self.push(Tok::Times),
-                b'/' => self.push(Tok::Div),
-                b'!' => self.push(Tok::Bang),
-                b'(' | b'[' => self.push(Tok::Open),
-                b')' | b']' => self.push(Tok::Close),
-                b',' | b';' => self.push(Tok::Sep),
-                b'=' | b':' => self.push(Tok::Eq),
-                b'^' => self.caret(),
-                b'{' => {
-                    if self.frames.len() >= MAX_DEPTH {
-                        return None;
-                    }
-                    self.frames.push(Frame::Group);
-                    self.push(Tok::Open);
-                }
-                b'}' => {
-                    self.i += 1;
-                    match self.frames.pop() {
-                        Some(Frame::Group) => self.out.push(Tok::Close),
-                        Some(Frame::Text) => self.text_frames -= 1,
-                        Some(Frame::Math) => {}
-                        None => self.out.push(Tok::Other),
+                b'.' => self.sc.i += 1,
+                b'+' => self.sc.push(Tok::Plus),
+                b'-' => self.sc.push(Tok::Minus),
+                b'*' => self.sc.push(Tok::Times),
+                b'/' => self.sc.push(Tok::Div),
+                b'!' => self.sc.push(Tok::Bang),
+                b'(' | b'[' => self.sc.push(Tok::Open),
+                b')' | b']' => self.sc.push(Tok::Close),
+                b',' | b';' => self.sc.push(Tok::Sep),
+                b'=' | b':' => self.sc.push(Tok::Eq),
+                // A degree sign (`^\circ`, `^{\circ}`) is dropped; anything else is a power.
+                b'^' => {
+                    if !self.sc.degree_sign() {
+                        self.sc.push(Tok::Pow);
                     }
                 }
+                b'{' => self.sc.open_brace()?,
+                b'}' => self.sc.close_brace(),
                 b'\\' => {
                     if !self.command(was_spaced)? {
                         self.spaced = true;
                     }
                 }
                 b'a'..=b'z' | b'A'..=b'Z' => {
-                    let start = self.i;
-                    while self.s.get(self.i).is_some_and(u8::is_ascii_alphabetic) {
-                        self.i += 1;
-                    }
-                    self.word(&self.text[start..self.i], was_spaced);
+                    let w = self.sc.ascii_word();
+                    self.word(w, was_spaced);
                 }
-                0x80.. => self.unicode(was_spaced),
-                _ => self.push(Tok::Other),
+                0x80.. => self.unicode(),
+                _ => self.sc.push(Tok::Other),
             }
         }
-        Some(self.out)
-    }
-
-    fn push(&mut self, t: Tok) {
-        self.i += 1;
-        self.out.push(t);
+        Some(self.sc.out)
     }
 
     fn word(&mut self, w: &str, spaced: bool) {
         if w == "and" || w == "or" {
-            self.out.push(Tok::Sep);
+            self.sc.out.push(Tok::Sep);
         } else {
             // Magnitude words change the value (`42 \text{ million}`): never units.
             let magnitude = MAGNITUDES.iter().any(|m| w.eq_ignore_ascii_case(m));
-            let unit = !magnitude && (self.text_frames > 0 || (spaced && w.len() >= 2));
-            self.out.push(Tok::Word { unit });
+            let unit = !magnitude && (self.sc.in_text() || (spaced && w.len() >= 2));
+            self.sc.out.push(Tok::Word { unit });
         }
     }
 
-    fn unicode(&mut self, spaced: bool) {
-        let c = self.text[self.i..].chars().next().unwrap_or('\u{fffd}');
-        self.i += c.len_utf8();
-        match c {
-            // The Unicode minus and its small and full-width forms; not the en dash, which writes ranges.
-            '\u{2212}' | '\u{fe63}' | '\u{ff0d}' => self.out.push(Tok::Minus),
-            '\u{00d7}' | '\u{00b7}' | '\u{22c5}' => self.out.push(Tok::Times),
-            '\u{00f7}' => self.out.push(Tok::Div),
-            '\u{00b0}' | '\u{ff05}' => {}
-            '\u{00a0}' | '\u{2009}' | '\u{202f}' | '\u{2007}' | '\u{3000}' => self.spaced = true,
-            c if c.is_alphabetic() => {
-                while let Some(c) = self.text[self.i..].chars().next() {
-                    if !c.is_alphabetic() {
-                        break;
-                    }
-                    self.i += c.len_utf8();
-                }
-                // Non-ASCII words after a number are units (`42个`, `5 €`-like).
-                let _ = spaced;
-                self.out.push(Tok::Word { unit: true });
+    fn unicode(&mut self) {
+        let from = self.sc.i;
+        let tok = match scan::classify(self.sc.next_char()) {
+            Uni::Minus => Tok::Minus,
+            Uni::Times => Tok::Times,
+            Uni::Div => Tok::Div,
+            Uni::Degree | Uni::Percent => return,
+            Uni::Space => {
+                self.spaced = true;
+                return;
             }
-            _ => self.out.push(Tok::Other),
-        }
-    }
-
-    /// `^`: a degree sign (`^\circ`, `^{\circ}`) is dropped; anything else is a power.
-    fn caret(&mut self) {
-        let rest = &self.text[self.i + 1..];
-        let trimmed = rest.trim_start();
-        let skip = if let Some(after) = trimmed.strip_prefix("\\circ") {
-            Some(rest.len() - after.len())
-        } else if let Some(inner) = trimmed.strip_prefix('{') {
-            let inner = inner.trim_start();
-            inner
-                .strip_prefix("\\circ")
-                .map(str::trim_start)
-                .and_then(|a| a.strip_prefix('}'))
-                .map(|after| rest.len() - after.len())
-        } else {
-            None
+            // Non-ASCII words after a number are units (`42个`, `5 €`-like).
+            Uni::Letter => {
+                self.sc.word_from(from);
+                Tok::Word { unit: true }
+            }
+            Uni::Other => Tok::Other,
         };
-        match skip {
-            Some(n) => self.i += 1 + n,
-            None => self.push(Tok::Pow),
-        }
+        self.sc.out.push(tok);
     }
 
     /// A backslash command. Returns `Some(true)` when it produced or consumed
     /// something meaningful, `Some(false)` for a spacing command (the caller
     /// marks a space), `None` when nesting is too deep.
     fn command(&mut self, spaced: bool) -> Option<bool> {
-        let start = self.i + 1;
-        let Some(&c) = self.s.get(start) else {
-            self.i = start;
-            self.out.push(Tok::Other);
-            return Some(true);
+        let name = match self.sc.command() {
+            Cmd::Name(name) => name,
+            Cmd::End => {
+                self.sc.out.push(Tok::Other);
+                return Some(true);
+            }
+            Cmd::Symbol(c) => {
+                match c {
+                    b',' | b';' | b':' | b'!' | b' ' | b'>' | b'\\' => return Some(false),
+                    b'$' | b'%' | b'(' | b')' | b'[' | b']' => {}
+                    b'{' => self.sc.out.push(Tok::Open),
+                    b'}' => self.sc.out.push(Tok::Close),
+                    _ => self.sc.out.push(Tok::Other),
+                }
+                return Some(true);
+            }
         };
-        if !c.is_ascii_alphabetic() {
-            self.i = start + 1;
-            match c {
-                b',' | b';' | b':' | b'!' | b' ' | b'>' | b'\\' => return Some(false),
-                b'$' | b'%' | b'(' | b')' | b'[' | b']' => {}
-                b'{' => self.out.push(Tok::Open),
-                b'}' => self.out.push(Tok::Close),
-                _ => {
-                    // `\` followed by a multi-byte character.
-                    if c >= 0x80 {
-                        self.i = start;
-                    }
-                    self.out.push(Tok::Other);
-                }
-            }
-            return Some(true);
-        }
-        let mut end = start;
-        while self.s.get(end).is_some_and(u8::is_ascii_alphabetic) {
-            end += 1;
-        }
-        let name = &self.text[start..end];
-        self.i = end;
-        let wrapper = if TEXT_WRAPPERS.contains(&name) {
-            Some(Frame::Text)
-        } else if MATH_WRAPPERS.contains(&name) {
-            Some(Frame::Math)
-        } else {
-            None
-        };
-        if let Some(frame) = wrapper {
-            let mut j = end;
-            while self.s.get(j).is_some_and(u8::is_ascii_whitespace) {
-                j += 1;
-            }
-            if self.s.get(j) == Some(&b'{') {
-                if self.frames.len() >= MAX_DEPTH {
-                    return None;
-                }
-                self.i = j + 1;
-                self.frames.push(frame);
-                if frame == Frame::Text {
-                    self.text_frames += 1;
-                }
-            }
+        if self.sc.wrapper(name)? {
             // A wrapper right after a space keeps the space: `42 \text{cm}`.
             self.spaced = spaced;
             return Some(true);
         }
         match name {
-            "cdot" | "times" | "ast" => self.out.push(Tok::Times),
-            "div" => self.out.push(Tok::Div),
-            "frac" | "dfrac" | "tfrac" | "cfrac" => self.out.push(Tok::Frac),
-            "binom" | "dbinom" | "tbinom" => self.out.push(Tok::Binom),
-            "pm" | "mp" => self.out.push(Tok::PlusMinus),
-            "colon" => self.out.push(Tok::Eq),
-            "lbrace" | "lparen" => self.out.push(Tok::Open),
-            "rbrace" | "rparen" => self.out.push(Tok::Close),
-            "left" | "right" => {
-                // `\left.` and `\right.` are invisible delimiters.
-                if self.s.get(self.i) == Some(&b'.') {
-                    self.i += 1;
-                }
-            }
-            n if IGNORED.contains(&n) => {
-                if matches!(n, "quad" | "qquad" | "enspace" | "thinspace" | "medspace") {
-                    return Some(false);
-                }
-                // Degrees and formatting switches keep the preceding space.
-                self.spaced = spaced;
-            }
-            _ => self.out.push(Tok::Other),
+            "cdot" | "times" | "ast" => self.sc.out.push(Tok::Times),
+            "div" => self.sc.out.push(Tok::Div),
+            "frac" | "dfrac" | "tfrac" | "cfrac" => self.sc.out.push(Tok::Frac),
+            "binom" | "dbinom" | "tbinom" => self.sc.out.push(Tok::Binom),
+            "pm" | "mp" => self.sc.out.push(Tok::PlusMinus),
+            "colon" => self.sc.out.push(Tok::Eq),
+            "lbrace" | "lparen" => self.sc.out.push(Tok::Open),
+            "rbrace" | "rparen" => self.sc.out.push(Tok::Close),
+            // `\left.` and `\right.` are invisible delimiters.
+            "left" | "right" => self.sc.skip_null_delimiter(),
+            "quad" | "qquad" | "enspace" | "thinspace" | "medspace" => return Some(false),
+            // Degrees and formatting switches keep the preceding space.
+            n if self.sc.ignored(n) => self.spaced = spaced,
+            _ => self.sc.out.push(Tok::Other),
         }
         Some(true)
     }
@@ -383,65 +236,17 @@ impl Lexer<'_> {
     /// A number: digits, well-formed thousands groups, and a fractional part
     /// that is all zeros (`27.0`) or not (`2.5` is [`Tok::NonInt`]).
     fn number(&mut self) {
-        let s = self.s;
-        let start = self.i;
-        let mut i = start;
-        while i < s.len() && s[i].is_ascii_digit() {
-            i += 1;
-        }
-        let mut digits = String::new();
-        let mut raw_len = i - start;
-        let first = &self.text[start..i];
-        let mut grouped = false;
-        // A first group with a leading zero (`0,001`) is a European decimal, not thousands.
-        if raw_len <= 3 && s[start] != b'0' {
-            let mut kind: Option<GroupSep> = None;
-            let mut j = i;
-            let mut groups: Vec<(usize, usize)> = Vec::new();
-            while let Some((k, after)) = group_sep(s, j) {
-                if kind.is_some_and(|have| have != k) {
-                    break;
-                }
-                let g_end = after + 3;
-                if g_end > s.len()
-                    || !s[after..g_end].iter().all(u8::is_ascii_digit)
-                    || s.get(g_end).is_some_and(u8::is_ascii_digit)
-                {
-                    break;
-                }
-                kind = Some(k);
-                groups.push((after, g_end));
-                j = g_end;
-            }
-            if !groups.is_empty() {
-                grouped = true;
-                digits.push_str(first);
-                for (a, b) in &groups {
-                    digits.push_str(&self.text[*a..*b]);
-                }
-                raw_len = digits.len();
-                i = j;
-            }
-        }
-        if !grouped {
-            digits.push_str(first);
-        }
+        let (digits, grouped) = self.sc.integer_part(group_sep);
+        let raw_len = digits.len();
         // Fractional part.
-        let mut non_int = false;
-        if s.get(i) == Some(&b'.') {
-            let mut k = i + 1;
-            while k < s.len() && s[k].is_ascii_digit() {
-                if s[k] != b'0' {
-                    non_int = true;
-                }
-                k += 1;
+        if self.sc.peek(0) == Some(b'.') {
+            let from = self.sc.i + 1;
+            let end = scan::digits_end(self.sc.s, from);
+            self.sc.i = end;
+            if self.sc.s[from..end].iter().any(|&d| d != b'0') {
+                self.sc.out.push(Tok::NonInt);
+                return;
             }
-            i = k;
-        }
-        self.i = i;
-        if non_int {
-            self.out.push(Tok::NonInt);
-            return;
         }
         let trimmed = digits.trim_start_matches('0');
         let canonical = if trimmed.is_empty() {
@@ -451,7 +256,7 @@ impl Lexer<'_> {
         } else {
             trimmed.to_string()
         };
-        self.out.push(Tok::Num {
+        self.sc.out.push(Tok::Num {
             digits: canonical,
             raw_len,
             plain: !grouped,

@@ -88,6 +88,7 @@ mod extract;
 mod lex;
 mod math;
 mod norm;
+mod scan;
 mod score_mode;
 mod scored;
 
