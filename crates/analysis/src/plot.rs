@@ -1,5 +1,13 @@
 //! Entropy along one trajectory as a self-contained SVG (hand-written, no plotting dependency),
 //! and generic line charts ([`line_chart_svg`]) with the same look (the trainer's metric plots).
+//! Every axis has its ticks at round values: the multiples of 1, 2 or 5 times a power of ten
+//! ([`ticks`]), integers over steps and token positions.
+//!
+//! Why not `plotters` (issue #69 asked): these two chart kinds are about 560 lines here, tests
+//! apart, with no dependency; `plotters` with only its SVG backend is three crates of about
+//! 17,000 lines of Rust, and its SVG writes no classes or `data-` attributes, which the report's
+//! page and its browser test read (a series' name, a stage line's step), nor shaded bands with
+//! titles. docs/analysis.md has the comparison.
 //!
 //! The x axis is the position in `response_ids`; assistant tokens are drawn as a line per turn,
 //! tool responses as shaded bands (they have no entropy), tool-call code as a lighter band, the
@@ -125,25 +133,27 @@ pub fn entropy_svg(
         TOP + ph,
         LEFT + pw
     );
-    for k in 0..=4 {
-        let e = ymax * f64::from(k) / 4.0;
+    let (yticks, ystep) = ticks(0.0, ymax, 6, false);
+    for e in yticks {
         let _ = writeln!(
             s,
-            r##"<line x1="{}" x2="{LEFT}" y1="{y:.2}" y2="{y:.2}" stroke="#333"/><text x="{}" y="{:.2}" text-anchor="end">{e:.2}</text>"##,
+            r##"<line x1="{}" x2="{LEFT}" y1="{y:.2}" y2="{y:.2}" stroke="#333"/><text class="ytick" x="{}" y="{:.2}" text-anchor="end">{}</text>"##,
             LEFT - 4.0,
             LEFT - 6.0,
             y(e) + 4.0,
+            tick_label(e, ystep),
             y = y(e)
         );
     }
-    for k in 0..=5 {
-        let pos = (n * f64::from(k) / 5.0).round();
+    let (xticks, xstep) = ticks(0.0, n, 10, true);
+    for pos in xticks {
         let _ = writeln!(
             s,
-            r##"<line x1="{xx:.2}" x2="{xx:.2}" y1="{}" y2="{}" stroke="#333"/><text x="{xx:.2}" y="{}" text-anchor="middle">{pos}</text>"##,
+            r##"<line x1="{xx:.2}" x2="{xx:.2}" y1="{}" y2="{}" stroke="#333"/><text class="xtick" x="{xx:.2}" y="{}" text-anchor="middle">{}</text>"##,
             TOP + ph,
             TOP + ph + 4.0,
             TOP + ph + 17.0,
+            tick_label(pos, xstep),
             xx = x(pos)
         );
     }
@@ -756,6 +766,45 @@ mod tests {
         );
         let yticks: Vec<String> = texts(&svg, "ytick").into_iter().map(|t| t.3).collect();
         assert_eq!(yticks, ["0", "1", "2", "3"]);
+    }
+
+    /// The entropy plot's ticks are round: each label is a multiple of its axis's step, the
+    /// step 1, 2 or 5 times a power of ten (token positions: whole numbers), the first at 0.
+    #[test]
+    fn entropy_ticks_are_round_values() {
+        use rstar_episode::episode::{ByteTokenizer, Episode, Limits};
+        use rstar_episode::template::Template;
+        let tok = ByteTokenizer;
+        for (len, peak) in [(437usize, 2.3f32), (61, 0.42), (2003, 5.9)] {
+            let mut ep = Episode::new(&tok, &Template::compact(), Limits::compact(), "q");
+            ep.push_assistant_text(&format!("{}<answer>1</answer>", "x".repeat(len)))
+                .unwrap();
+            let mut t = ep.finish().unwrap();
+            let n = t.response_ids.len();
+            t.entropies = (0..n).map(|i| peak * (i % 7) as f32 / 6.0).collect();
+            let svg = entropy_svg(&t, None, 20).unwrap();
+            for (class, whole) in [("xtick", true), ("ytick", false)] {
+                let values: Vec<f64> = texts(&svg, class)
+                    .iter()
+                    .map(|t| t.3.parse().unwrap())
+                    .collect();
+                assert!(values.len() >= 3, "{class}: {values:?}");
+                assert_eq!(values[0], 0.0, "{class}: {values:?}");
+                let step = values[1] - values[0];
+                let mantissa = step / 10f64.powf(step.log10().floor());
+                assert!(
+                    [1.0, 2.0, 5.0].iter().any(|m| (mantissa - m).abs() < 1e-6),
+                    "{class}: step {step} in {values:?}"
+                );
+                for (k, v) in values.iter().enumerate() {
+                    assert!((v - step * k as f64).abs() < 1e-6, "{class}: {values:?}");
+                }
+                if whole {
+                    assert!(values.iter().all(|v| v.fract() == 0.0), "{values:?}");
+                    assert!(*values.last().unwrap() <= n as f64, "{values:?} over {n}");
+                }
+            }
+        }
     }
 
     #[test]
