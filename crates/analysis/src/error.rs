@@ -10,23 +10,11 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// A line of a JSONL file (trajectories, metrics, evaluations) could not be read.
-    #[error("{}:{line}: {message}", path.display())]
-    Line {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong, naming the field.
-        message: String,
-    },
+    #[error(transparent)]
+    Line(#[from] rstar_episode::LineError),
     /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] rstar_episode::IoError),
     /// Per-token entropies cannot be analysed or plotted as asked.
     #[error("entropy analysis: {0}")]
     Entropy(String),

@@ -56,6 +56,7 @@ pub mod report;
 pub mod tensorboard;
 pub mod trajectory;
 
+use rstar_episode::LineError;
 use std::path::Path;
 
 pub use error::Error;
@@ -81,11 +82,7 @@ pub fn parse_trajectories(text: &str, path: &Path) -> Result<Vec<Trajectory>, Er
         if line.trim().is_empty() {
             continue;
         }
-        let at = |message: String| Error::Line {
-            path: path.to_path_buf(),
-            line: i + 1,
-            message,
-        };
+        let at = |message: String| Error::Line(LineError::new(path.to_path_buf(), i + 1, message));
         let t: Trajectory = serde_json::from_str(line).map_err(|e| {
             if e.is_eof() {
                 at(format!("truncated line ({e})"))

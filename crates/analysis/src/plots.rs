@@ -8,6 +8,7 @@
 //!
 //! The step-time chart stacks wall-clock seconds only, so that its top edge is the step's
 //! wall-clock time ([`StepTiming`] says which of `metrics.jsonl`'s timings those are).
+use rstar_episode::{IoError, LineError};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -166,11 +167,8 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Value>, Error> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str::<Value>(l).map_err(|e| Error::Line {
-                path: path.to_path_buf(),
-                line: i + 1,
-                message: e.to_string(),
-            })
+            serde_json::from_str::<Value>(l)
+                .map_err(|e| Error::Line(LineError::new(path.to_path_buf(), i + 1, e.to_string())))
         })
         .collect()
 }
@@ -274,10 +272,8 @@ const CORRECTION_CHARTS: &[ChartSpec] = &[
 /// IO errors naming the file, [`Error::Line`] naming the line of a malformed record.
 pub fn draw(run: &Path) -> Result<Vec<PathBuf>, Error> {
     let path = run.join("metrics.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|source| Error::Io {
-        path: path.clone(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|source| Error::Io(IoError::new(path.clone(), source)))?;
     let records = parse(&text, &path)?;
     // The config only says how to read the timings: a missing or unreadable one is the default.
     let config = std::fs::read_to_string(run.join("config.json"))
@@ -285,17 +281,12 @@ pub fn draw(run: &Path) -> Result<Vec<PathBuf>, Error> {
         .and_then(|t| serde_json::from_str::<Value>(&t).ok());
     let timing = StepTiming::of_config(config.as_ref());
     let dir = run.join("plots");
-    std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
-        path: dir.clone(),
-        source,
-    })?;
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Io(IoError::new(dir.clone(), source)))?;
     let mut written = Vec::new();
     for (stem, chart) in charts(&records, timing) {
         let file = dir.join(format!("{stem}.svg"));
-        std::fs::write(&file, line_chart_svg(&chart)).map_err(|source| Error::Io {
-            path: file.clone(),
-            source,
-        })?;
+        std::fs::write(&file, line_chart_svg(&chart))
+            .map_err(|source| Error::Io(IoError::new(file.clone(), source)))?;
         written.push(file);
     }
     Ok(written)

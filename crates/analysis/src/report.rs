@@ -16,6 +16,7 @@
 //! stage labels of the charts that the browser drew over a legend entry or another stage label;
 //! the headless-browser test checks both.
 
+use rstar_episode::IoError;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -686,10 +687,8 @@ fn trajectories(s: &mut String, r: &RunData, run_index: usize, several: bool) {
 /// IO errors naming `out` (a missing or damaged run is reported in the page, not an error).
 pub fn write(dirs: &[PathBuf], out: &Path) -> Result<Vec<RunData>, Error> {
     let runs: Vec<RunData> = dirs.iter().map(|d| RunData::load(d)).collect();
-    std::fs::write(out, render(&runs)).map_err(|source| Error::Io {
-        path: out.to_path_buf(),
-        source,
-    })?;
+    std::fs::write(out, render(&runs))
+        .map_err(|source| Error::Io(IoError::new(out.to_path_buf(), source)))?;
     Ok(runs)
 }
 

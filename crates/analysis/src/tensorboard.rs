@@ -24,6 +24,7 @@
 //! `TensorProto { DataType dtype = 1 (DT_STRING = 7); TensorShapeProto tensor_shape = 2;
 //! repeated bytes string_val = 8 }`.
 
+use rstar_episode::{IoError, LineError};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -168,10 +169,7 @@ fn now() -> f64 {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| Error::Io(IoError::new(path.to_path_buf(), source))
 }
 
 /// One TensorBoard event file, flushed after every event.
@@ -566,18 +564,11 @@ impl RunLog {
                 if line.trim().is_empty() {
                     continue;
                 }
-                let v: Value = serde_json::from_str(line).map_err(|e| Error::Line {
-                    path: path.clone(),
-                    line: i + 1,
-                    message: e.to_string(),
-                })?;
+                let v: Value = serde_json::from_str(line)
+                    .map_err(|e| Error::Line(LineError::new(path.clone(), i + 1, e.to_string())))?;
                 log.line(kind, &v).map_err(|e| match e {
                     Error::Io { .. } => e,
-                    other => Error::Line {
-                        path: path.clone(),
-                        line: i + 1,
-                        message: other.to_string(),
-                    },
+                    other => Error::Line(LineError::new(path.clone(), i + 1, other.to_string())),
                 })?;
             }
         }

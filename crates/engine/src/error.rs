@@ -22,7 +22,4 @@ pub enum Error {
         /// The last failure.
         message: String,
     },
-    /// The policy (model, tokenizer, generation) failed.
-    #[error("policy: {0}")]
-    Policy(#[from] rstar_policy::Error),
 }

@@ -45,9 +45,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
 use crate::template::{Template, TemplateFormat};
 use crate::toolcall::{ParseFailure, ParsedCall, ToolCall, ToolOutcome};
+use crate::{Error, IoError, LineError};
 
 /// Text ↔ token ids. The policy crate's tokenizers implement it through an adapter; tests and
 /// examples use [`ByteTokenizer`].
@@ -490,10 +490,7 @@ impl Trajectory {
 
 /// Writes serde records as JSONL, one a line (the trajectory files, the task set, the SFT corpus).
 pub fn write_jsonl<R: Serialize>(path: &Path, records: &[R]) -> Result<(), Error> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| Error::Io(IoError::new(path, source));
     let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
     for r in records {
         let line = serde_json::to_string(r)?;
@@ -504,10 +501,7 @@ pub fn write_jsonl<R: Serialize>(path: &Path, records: &[R]) -> Result<(), Error
 
 /// Reads serde records from JSONL, skipping blank lines; errors name the file and line.
 pub fn read_jsonl<R: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<R>, Error> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| Error::Io(IoError::new(path, source));
     let file = std::fs::File::open(path).map_err(io)?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
@@ -515,11 +509,8 @@ pub fn read_jsonl<R: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<R>,
         if line.trim().is_empty() {
             continue;
         }
-        let r = serde_json::from_str(&line).map_err(|e| Error::Dataset {
-            path: path.to_path_buf(),
-            line: i + 1,
-            message: e.to_string(),
-        })?;
+        let r = serde_json::from_str(&line)
+            .map_err(|e| Error::Dataset(LineError::new(path, i + 1, e.to_string())))?;
         out.push(r);
     }
     Ok(out)

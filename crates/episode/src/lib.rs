@@ -42,7 +42,7 @@ pub mod template;
 pub mod toolcall;
 
 pub use episode::{ByteTokenizer, Episode, Limits, Step, StopReason, TextTokenizer, Trajectory};
-pub use error::Error;
+pub use error::{Error, IoError, LineError};
 pub use prompt::Prompt;
 pub use template::{Template, TemplateFormat};
 pub use toolcall::{ToolCall, ToolOutcome};

@@ -1,7 +1,5 @@
 //! The crate's error type.
 
-use std::path::PathBuf;
-
 /// What can go wrong in a rollout, an evaluation or starting the tools.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -15,19 +13,14 @@ pub enum Error {
         got: usize,
     },
     /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] rstar_episode::IoError),
     /// A trajectory or summary could not be written as JSON.
     #[error("trajectory json: {0}")]
     Json(#[from] serde_json::Error),
     /// The agent format rejected a call or a trajectory.
     #[error(transparent)]
-    Episode(#[from] rstar_episode::Error),
+    Episode(rstar_episode::Error),
     /// The policy (model, tokenizer, generation) failed.
     #[error("policy: {0}")]
     Policy(#[from] rstar_policy::Error),
@@ -70,5 +63,15 @@ impl Error {
     /// [`Error::Tools`] with a message.
     pub fn tools(message: impl Into<String>) -> Self {
         Self::Tools(message.into().into())
+    }
+}
+
+impl From<rstar_episode::Error> for Error {
+    /// A file error of the agent format is this crate's [`Error::Io`]: one place for it.
+    fn from(e: rstar_episode::Error) -> Self {
+        match e {
+            rstar_episode::Error::Io(e) => Error::Io(e),
+            e => Error::Episode(e),
+        }
     }
 }

@@ -28,6 +28,7 @@
 //! assert!(EvalReport::from_trajectories(&[]).unwrap().problems.is_empty());
 //! ```
 
+use rstar_episode::IoError;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -499,7 +500,7 @@ pub fn write_outputs(
 ) -> Result<OutputPaths, Error> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| Error::Io { path, source }
+        move |source| Error::Io(IoError::new(path, source))
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let paths = OutputPaths {
@@ -516,10 +517,7 @@ pub fn write_outputs(
 }
 
 fn write_jsonl<S: Serialize>(path: &Path, rows: &[S]) -> Result<(), Error> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| Error::Io(IoError::new(path.to_path_buf(), source));
     let file = std::fs::File::create(path).map_err(io)?;
     let mut w = std::io::BufWriter::new(file);
     for row in rows {

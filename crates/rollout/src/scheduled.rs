@@ -51,6 +51,7 @@
 //! assert!(out.rollout.trajectories.iter().all(|t| t.response_ids.len() <= 16));
 //! ```
 
+use rstar_episode::IoError;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -992,8 +993,5 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Error> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|source| Error::Io {
-            path: "<tokio runtime>".into(),
-            source,
-        })
+        .map_err(|source| Error::Io(IoError::new("<tokio runtime>", source)))
 }

@@ -2,6 +2,10 @@
 
 /// An error of any of the crates this facade re-exports; each variant wraps that crate's own
 /// error and shows it unchanged. `?` converts each of them.
+///
+/// Each error has one variant: a policy error is [`AgentError::Policy`] and an agent-format
+/// error [`AgentError::Episode`] whether the policy, a rollout or the trainer returned it (the
+/// conversions lift them out of the crate that wrapped them; the text is the same).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentError {
@@ -13,7 +17,7 @@ pub enum AgentError {
     Episode(#[from] rstar_episode::Error),
     /// The task set or a problem file is unusable.
     #[error(transparent)]
-    Tasks(#[from] rstar_tasks::Error),
+    Tasks(rstar_tasks::Error),
     /// A ground truth the verifier cannot score.
     #[error("verifier: {0}")]
     Verifier(#[from] rstar_verifier::Error),
@@ -32,9 +36,70 @@ pub enum AgentError {
     /// A rollout, an evaluation or the tools failed (`rstar-rollout`).
     #[cfg(feature = "rollout")]
     #[error(transparent)]
-    Rollout(#[from] rstar_rollout::Error),
+    Rollout(rstar_rollout::Error),
     /// A training run failed (`rstar-train`).
     #[cfg(feature = "train")]
     #[error(transparent)]
-    Train(#[from] rstar_train::Error),
+    Train(rstar_train::Error),
+}
+
+impl From<rstar_tasks::Error> for AgentError {
+    fn from(e: rstar_tasks::Error) -> Self {
+        match e {
+            rstar_tasks::Error::Episode(e) => AgentError::Episode(e),
+            e => AgentError::Tasks(e),
+        }
+    }
+}
+
+#[cfg(feature = "rollout")]
+impl From<rstar_rollout::Error> for AgentError {
+    fn from(e: rstar_rollout::Error) -> Self {
+        match e {
+            rstar_rollout::Error::Policy(e) => AgentError::Policy(e),
+            rstar_rollout::Error::Episode(e) => AgentError::Episode(e),
+            rstar_rollout::Error::Engine(e) => AgentError::Engine(e),
+            e => AgentError::Rollout(e),
+        }
+    }
+}
+
+#[cfg(feature = "train")]
+impl From<rstar_train::Error> for AgentError {
+    fn from(e: rstar_train::Error) -> Self {
+        match e {
+            rstar_train::Error::Policy(e) => AgentError::Policy(e),
+            rstar_train::Error::Engine(e) => AgentError::Engine(e),
+            rstar_train::Error::Episode(e) => AgentError::Episode(e),
+            rstar_train::Error::Analysis(e) => AgentError::Analysis(e),
+            rstar_train::Error::Rollout(e) => e.into(),
+            rstar_train::Error::Tasks(e) => e.into(),
+            e => AgentError::Train(e),
+        }
+    }
+}
+
+#[cfg(all(test, feature = "train"))]
+mod tests {
+    use super::*;
+
+    /// A policy error has one variant, whichever crate returned it, and the same text.
+    #[test]
+    fn a_policy_error_has_one_variant_whoever_returns_it() {
+        let policy = || rstar_policy::Error::InvalidConfig {
+            field: "num_heads".into(),
+            reason: "bad".into(),
+        };
+        let direct = AgentError::from(policy());
+        for lifted in [
+            AgentError::from(rstar_rollout::Error::Policy(policy())),
+            AgentError::from(rstar_train::Error::Policy(policy())),
+            AgentError::from(rstar_train::Error::from(rstar_rollout::Error::Policy(
+                policy(),
+            ))),
+        ] {
+            assert!(matches!(lifted, AgentError::Policy(_)), "{lifted:?}");
+            assert_eq!(lifted.to_string(), direct.to_string());
+        }
+    }
 }

@@ -10,7 +10,4 @@ pub enum Error {
     /// The serving loop failed, or its task did ([`ServerHandle::shutdown`](crate::ServerHandle::shutdown)).
     #[error("serving: {0}")]
     Io(#[from] std::io::Error),
-    /// The policy (model, tokenizer, checkpoint) failed.
-    #[error("policy: {0}")]
-    Policy(#[from] rstar_policy::Error),
 }

@@ -19,6 +19,7 @@
 //! # Ok::<(), rstar_tasks::Error>(())
 //! ```
 
+use rstar_episode::IoError;
 use std::fmt;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -153,10 +154,7 @@ fn next_line(
 }
 
 fn read_jsonl(path: &Path, max_row_bytes: usize) -> Result<Vec<ConversationRow>, Error> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| Error::Io(IoError::new(path.to_path_buf(), source));
     let file = std::fs::File::open(path).map_err(io)?;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
     let mut rows = Vec::new();
@@ -192,10 +190,8 @@ fn read_jsonl(path: &Path, max_row_bytes: usize) -> Result<Vec<ConversationRow>,
 
 #[cfg(feature = "parquet")]
 fn read_parquet(path: &Path, max_row_bytes: usize) -> Result<Vec<ConversationRow>, Error> {
-    let file = std::fs::File::open(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = std::fs::File::open(path)
+        .map_err(|source| Error::Io(IoError::new(path.to_path_buf(), source)))?;
     let reader = SerializedFileReader::new(file)
         .map_err(|e| file_error(path, &format!("not a readable parquet file: {e}")))?;
     let iter = reader

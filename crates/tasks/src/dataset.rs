@@ -33,6 +33,7 @@
 //! # Ok::<(), rstar_tasks::Error>(())
 //! ```
 
+use rstar_episode::{IoError, LineError};
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -173,11 +174,7 @@ enum At {
 impl At {
     fn error(self, path: &Path, message: String) -> Error {
         match self {
-            At::Line(line) => Error::Dataset {
-                path: path.to_path_buf(),
-                line,
-                message,
-            },
+            At::Line(line) => Error::Dataset(LineError::new(path.to_path_buf(), line, message)),
             At::Row(row) => Error::DatasetRow {
                 path: path.to_path_buf(),
                 row,
@@ -430,10 +427,7 @@ fn id_text(field: &str, value: Option<&Value>) -> Result<String, String> {
 }
 
 fn read_jsonl(path: &Path, reader: &mut Reader<'_>) -> Result<(), Error> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| Error::Io(IoError::new(path.to_path_buf(), source));
     let file = std::fs::File::open(path).map_err(io)?;
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
         if reader.full() {
@@ -453,10 +447,8 @@ fn read_jsonl(path: &Path, reader: &mut Reader<'_>) -> Result<(), Error> {
 
 #[cfg(feature = "parquet")]
 fn read_parquet(path: &Path, reader: &mut Reader<'_>) -> Result<(), Error> {
-    let file = std::fs::File::open(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = std::fs::File::open(path)
+        .map_err(|source| Error::Io(IoError::new(path.to_path_buf(), source)))?;
     let parquet = SerializedFileReader::new(file)
         .map_err(|e| file_error(path, format!("not a readable parquet file: {e}")))?;
     let rows = parquet

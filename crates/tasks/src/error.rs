@@ -8,15 +8,8 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// A line of a problem file could not be read.
-    #[error("{}:{line}: {message}", path.display())]
-    Dataset {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong, naming the field.
-        message: String,
-    },
+    #[error(transparent)]
+    Dataset(#[from] rstar_episode::LineError),
     /// A row of a parquet problem file is unusable.
     #[error("{}: row {row}: {message}", path.display())]
     DatasetRow {
@@ -36,13 +29,8 @@ pub enum Error {
         message: String,
     },
     /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] rstar_episode::IoError),
     /// A task-set configuration is unusable.
     #[error("invalid task config: {0}")]
     TaskConfig(String),
@@ -56,5 +44,17 @@ pub enum Error {
     },
     /// The agent format (reading or writing trajectories and corpora) failed.
     #[error(transparent)]
-    Episode(#[from] rstar_episode::Error),
+    Episode(rstar_episode::Error),
+}
+
+impl From<rstar_episode::Error> for Error {
+    /// A file or line error of the agent format is this crate's [`Error::Io`] or
+    /// [`Error::Dataset`]: one place for each.
+    fn from(e: rstar_episode::Error) -> Self {
+        match e {
+            rstar_episode::Error::Io(e) => Error::Io(e),
+            rstar_episode::Error::Dataset(e) => Error::Dataset(e),
+            e => Error::Episode(e),
+        }
+    }
 }

@@ -27,13 +27,8 @@ pub enum Error {
         message: String,
     },
     /// A filesystem operation on the pool's own directories failed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The path involved.
-        path: PathBuf,
-        /// The operating-system error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] rstar_episode::IoError),
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -1,5 +1,6 @@
 //! The async pool, its status, and the blocking wrapper.
 
+use rstar_episode::IoError;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -146,10 +147,8 @@ impl Pool {
         let name = format!("rstar-toolenv-{}-{id}", std::process::id());
         sandbox::reap_stale(&config.temp_root);
         let run_dir = config.temp_root.join(&name);
-        std::fs::create_dir_all(&run_dir).map_err(|source| Error::Io {
-            path: run_dir.clone(),
-            source,
-        })?;
+        std::fs::create_dir_all(&run_dir)
+            .map_err(|source| Error::Io(IoError::new(run_dir.clone(), source)))?;
         let unmasks = match config.unprivileged_uid {
             Some(uid) if sandbox::is_root() && config.scratch_size.is_some() => {
                 sandbox::blocked_dirs(&python_paths(&config.python), uid)
@@ -802,10 +801,7 @@ impl BlockingPool {
             .worker_threads(2)
             .enable_all()
             .build()
-            .map_err(|source| Error::Io {
-                path: PathBuf::from("<tokio runtime>"),
-                source,
-            })?;
+            .map_err(|source| Error::Io(IoError::new(PathBuf::from("<tokio runtime>"), source)))?;
         let pool = runtime.block_on(async { builder.build() })?;
         runtime.block_on(pool.ready())?;
         Ok(Self { runtime, pool })

@@ -1,5 +1,6 @@
 //! One Python worker process and the length-prefixed JSON protocol to it.
 
+use rstar_episode::IoError;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -59,10 +60,8 @@ impl Zygote {
     ) -> Result<Self> {
         let cfg = &launch.config;
         let base_dir = launch.run_dir.join(format!("w{index}-{serial}"));
-        std::fs::create_dir_all(&base_dir).map_err(|source| Error::Io {
-            path: base_dir.clone(),
-            source,
-        })?;
+        std::fs::create_dir_all(&base_dir)
+            .map_err(|source| Error::Io(IoError::new(base_dir.clone(), source)))?;
         let mut cmd = tokio::process::Command::new(&cfg.python);
         cmd.args(["-I", "-B", "-c", ZYGOTE_SRC])
             .env_clear()
@@ -82,12 +81,8 @@ impl Zygote {
         let hold = base_dir.with_extension("hold");
         let scratch = match launch.pre_exec.scratch {
             Some(bytes) => Some(
-                Scratch::new(&base_dir, bytes, &launch.unmasks, &hold).map_err(|source| {
-                    Error::Io {
-                        path: base_dir.clone(),
-                        source,
-                    }
-                })?,
+                Scratch::new(&base_dir, bytes, &launch.unmasks, &hold)
+                    .map_err(|source| Error::Io(IoError::new(base_dir.clone(), source)))?,
             ),
             None => None,
         };

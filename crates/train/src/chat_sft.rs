@@ -24,6 +24,7 @@
 //! `tokenizer_config.json` and `generation_config.json`) that `rstar train --preset
 //! rstar2-agent --model` takes as is.
 
+use rstar_episode::{IoError, LineError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -670,10 +671,8 @@ pub fn resume(
 ) -> Result<ChatSftReport, Error> {
     let config_path = out.join("config.json");
     let text = std::fs::read_to_string(&config_path).map_err(|e| io(&config_path, e))?;
-    let config: ChatSftConfig = serde_json::from_str(&text).map_err(|e| Error::Dataset {
-        path: config_path.clone(),
-        line: e.line(),
-        message: e.to_string(),
+    let config: ChatSftConfig = serde_json::from_str(&text).map_err(|e| {
+        Error::Dataset(LineError::new(config_path.clone(), e.line(), e.to_string()))
     })?;
     config.validate()?;
     let dir = checkpoint::find(out).ok_or_else(|| Error::Resume {
@@ -712,10 +711,7 @@ pub fn resume(
 }
 
 fn io(path: &Path, source: std::io::Error) -> Error {
-    Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    Error::Io(IoError::new(path.to_path_buf(), source))
 }
 
 /// Reads, renders and tokenizes the data for `model` (rows beyond its context are bad rows,

@@ -21,6 +21,7 @@
 //! fresh ids: the ids are saved in `state.json` (in the order [`param_ids`] visits them) and
 //! put back on the loaded model by [`with_param_ids`].
 
+use rstar_episode::{IoError, LineError};
 use std::path::{Path, PathBuf};
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
@@ -136,10 +137,7 @@ fn sibling(dir: &Path, suffix: &str) -> PathBuf {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| Error::Io(IoError::new(path.to_path_buf(), source))
 }
 
 fn resume_err(path: &Path, message: impl Into<String>) -> Error {
@@ -454,11 +452,8 @@ pub fn json_differences(
 pub fn read_state(dir: &Path) -> Result<ResumeState, Error> {
     let path = dir.join("state.json");
     let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-    let state: ResumeState = serde_json::from_str(&text).map_err(|e| Error::Dataset {
-        path: path.clone(),
-        line: e.line(),
-        message: e.to_string(),
-    })?;
+    let state: ResumeState = serde_json::from_str(&text)
+        .map_err(|e| Error::Dataset(LineError::new(path.clone(), e.line(), e.to_string())))?;
     if state.version != STATE_VERSION {
         return Err(resume_err(
             &path,

@@ -1,6 +1,7 @@
 //! The trainer's configuration: one serde struct with named presets (`smoke`, `tiny`,
 //! `rstar2-agent`), saved resolved as `runs/<name>/config.json`.
 
+use rstar_episode::{IoError, LineError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -885,14 +886,10 @@ impl TrainConfig {
     /// [`Error::Io`] when the file cannot be read, [`Error::Dataset`] naming the
     /// file, line and field when it does not parse, then [`TrainConfig::validate`]'s errors.
     pub fn from_json_file(path: &std::path::Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let config = TrainConfig::from_json_str(&text).map_err(|e| Error::Dataset {
-            path: path.to_path_buf(),
-            line: e.line(),
-            message: e.to_string(),
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| Error::Io(IoError::new(path.to_path_buf(), source)))?;
+        let config = TrainConfig::from_json_str(&text).map_err(|e| {
+            Error::Dataset(LineError::new(path.to_path_buf(), e.line(), e.to_string()))
         })?;
         config.validate()?;
         Ok(config)

@@ -28,6 +28,7 @@
 //! on the same tokens ([`logprob_gap`]): with the same weights and tokens they agree to float
 //! rounding, so a gap says that weight sync or tokenisation is wrong.
 
+use rstar_episode::IoError;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -80,10 +81,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Error> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::Io {
-            path: PathBuf::from("<tokio runtime>"),
-            source: e,
-        })
+        .map_err(|e| Error::Io(IoError::new(PathBuf::from("<tokio runtime>"), e)))
 }
 
 /// The environment variable holding the key the trainer sends to its remote engines
@@ -301,10 +299,7 @@ impl RemoteRollouts {
         }
         let dir = self.publish_dir.join(version);
         if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(|e| Error::Io {
-                path: dir.clone(),
-                source: e,
-            })?;
+            std::fs::remove_dir_all(&dir).map_err(|e| Error::Io(IoError::new(dir.clone(), e)))?;
         }
         save_dir(model, &self.tokenizer, &dir, self.dtype)?;
         // vLLM keeps a tied output head on reload: its engines read an untied copy.
@@ -316,20 +311,15 @@ impl RemoteRollouts {
         .then(|| self.publish_dir.join(untied_name(version)));
         if let Some(untied) = &untied {
             if untied.exists() {
-                std::fs::remove_dir_all(untied).map_err(|e| Error::Io {
-                    path: untied.clone(),
-                    source: e,
-                })?;
+                std::fs::remove_dir_all(untied)
+                    .map_err(|e| Error::Io(IoError::new(untied.clone(), e)))?;
             }
             save_dir_untied(model, &self.tokenizer, untied, self.dtype)?;
         }
         // vLLM reloads from the directory it was started with unless told a path; every kind
         // here is told this one.
         let absolute = |dir: &Path| {
-            std::fs::canonicalize(dir).map_err(|e| Error::Io {
-                path: dir.to_path_buf(),
-                source: e,
-            })
+            std::fs::canonicalize(dir).map_err(|e| Error::Io(IoError::new(dir.to_path_buf(), e)))
         };
         let dir = absolute(&dir)?;
         let untied = untied.as_deref().map(absolute).transpose()?;
@@ -391,16 +381,12 @@ impl RemoteRollouts {
         } else {
             let dir = self.publish_dir.join(version);
             if dir.exists() {
-                std::fs::remove_dir_all(&dir).map_err(|e| Error::Io {
-                    path: dir.clone(),
-                    source: e,
-                })?;
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| Error::Io(IoError::new(dir.clone(), e)))?;
             }
             rstar_policy::lora::save_adapter(model, &dir, ADAPTER_BASE)?;
-            let dir = std::fs::canonicalize(&dir).map_err(|e| Error::Io {
-                path: dir.clone(),
-                source: e,
-            })?;
+            let dir =
+                std::fs::canonicalize(&dir).map_err(|e| Error::Io(IoError::new(dir.clone(), e)))?;
             let sent = dir_bytes(&dir);
             self.reload_each(version, true, |_, e| {
                 let dir = dir.clone();

@@ -47,6 +47,7 @@ mod rl_hard;
 pub mod sft;
 pub mod tools;
 
+use rstar_episode::IoError;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -104,10 +105,7 @@ pub struct RunOptions {
 pub const RESUME_OVERRIDES: &[&str] = &["tools.python", "tools.workers", "tools.servers"];
 
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| Error::Io(IoError::new(path.to_path_buf(), source))
 }
 
 pub use rstar_rollout::tools::start_pool;

@@ -4,6 +4,7 @@
 //! stage ends) and [`Run::finish`]. Each phase takes what the previous one produced, so no state
 //! is "set elsewhere": a run resumed from a checkpoint enters at the phase it was saved in.
 
+use rstar_episode::IoError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -690,13 +691,13 @@ impl<'a> Run<'a> {
             let produced = producer.next()?;
             let trainer_idle_secs = waited.elapsed().as_secs_f64();
             if produced.step != rl.steps {
-                return Err(Error::Io {
-                    path: "<rollout producer>".into(),
-                    source: std::io::Error::other(format!(
+                return Err(Error::Io(IoError::new(
+                    "<rollout producer>",
+                    std::io::Error::other(format!(
                         "handed out the batch of step {} for step {}",
                         produced.step, rl.steps
                     )),
-                });
+                )));
             }
             let mut batch = produced.batch;
             let current = rl.steps - 1;

@@ -1,5 +1,6 @@
 //! What a run produced ([`TrainReport`]) and its table, read back from the run's files.
 
+use rstar_episode::LineError;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -295,10 +296,8 @@ pub(crate) fn report_from_files(
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, l)| {
-                serde_json::from_str(l).map_err(|e| Error::Dataset {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    message: e.to_string(),
+                serde_json::from_str(l).map_err(|e| {
+                    Error::Dataset(LineError::new(path.to_path_buf(), i + 1, e.to_string()))
                 })
             })
             .collect()

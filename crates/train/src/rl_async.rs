@@ -40,6 +40,7 @@
 //! assert_eq!(producer.stop(), 0);
 //! ```
 
+use rstar_episode::IoError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -197,12 +198,12 @@ impl<P: Clone + Send + 'static, B: Send + 'static> Producer<P, B> {
     pub fn next(&self) -> Result<Produced<B>, Error> {
         match self.batches.recv() {
             Ok(result) => result,
-            Err(_) => Err(Error::Io {
-                path: "<rollout producer>".into(),
-                source: std::io::Error::other(
+            Err(_) => Err(Error::Io(IoError::new(
+                "<rollout producer>",
+                std::io::Error::other(
                     "the rollout producer has stopped (after an error, or its thread panicked)",
                 ),
-            }),
+            ))),
         }
     }
 

@@ -2,6 +2,7 @@
 //! without remote engines): [`LocalEngines`], kept across the steps of a stage, and
 //! [`scheduled_rollout`] for one rollout on engines of its own.
 
+use rstar_episode::IoError;
 use std::sync::Arc;
 
 use rstar_curriculum::Stage;
@@ -118,18 +119,15 @@ impl LocalEngines {
         if key == self.key && self.engines.len() == count {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .build()
-                .map_err(|source| Error::Io {
-                    path: "<tokio runtime>".into(),
-                    source,
-                })?;
+                .map_err(|source| Error::Io(IoError::new("<tokio runtime>", source)))?;
             for engine in &self.engines {
                 runtime
                     .block_on(engine.swap_weights(policy.clone(), version))
-                    .map_err(|e| Error::Io {
-                        path: format!("<engine {}>", engine.name()).into(),
-                        source: std::io::Error::other(format!(
-                            "swapping in the step's weights: {e}"
-                        )),
+                    .map_err(|e| {
+                        Error::Io(IoError::new(
+                            format!("<engine {}>", engine.name()),
+                            std::io::Error::other(format!("swapping in the step's weights: {e}")),
+                        ))
                     })?;
             }
         } else {

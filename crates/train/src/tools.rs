@@ -7,6 +7,7 @@
 //! The rollout drivers know only [`AsyncTools`] and the verifier's types; this module is where
 //! they meet `rstar-toolserver`'s client and wire types.
 
+use rstar_episode::IoError;
 use std::sync::Arc;
 
 use rstar_episode::toolcall::{ToolCall, ToolName, ToolOutcome};
@@ -64,10 +65,7 @@ impl ServerTools {
             .thread_name("rstar-tools-client")
             .enable_all()
             .build()
-            .map_err(|e| Error::Io {
-                path: "<tokio runtime>".into(),
-                source: e,
-            })?;
+            .map_err(|e| Error::Io(IoError::new("<tokio runtime>", e)))?;
         let client = {
             let _inside = runtime.enter();
             urls.iter()

@@ -24,6 +24,7 @@
 pub mod math;
 pub mod sft;
 
+use rstar_episode::{IoError, LineError};
 use std::collections::HashSet;
 use std::io::BufRead;
 use std::path::Path;
@@ -455,10 +456,7 @@ pub fn write_problems(path: &Path, problems: &[Problem]) -> Result<(), Error> {
 /// are ignored; a numeric `answer` is read as its text. Errors name the file, the line and
 /// the field. Blank lines are skipped.
 pub fn read_problems(path: &Path) -> Result<Vec<Problem>, Error> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| Error::Io(IoError::new(path.to_path_buf(), source));
     let file = std::fs::File::open(path).map_err(io)?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
@@ -466,11 +464,8 @@ pub fn read_problems(path: &Path) -> Result<Vec<Problem>, Error> {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |message: String| Error::Dataset {
-            path: path.to_path_buf(),
-            line: i + 1,
-            message,
-        };
+        let bad =
+            |message: String| Error::Dataset(LineError::new(path.to_path_buf(), i + 1, message));
         let value: serde_json::Value =
             serde_json::from_str(&line).map_err(|e| bad(format!("invalid json: {e}")))?;
         let object = value

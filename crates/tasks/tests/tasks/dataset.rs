@@ -329,7 +329,10 @@ fn other_layouts_and_overrides() {
         },
     )
     .unwrap_err();
-    assert!(matches!(err, AgentError::Dataset { line: 3, .. }), "{err}");
+    assert!(
+        matches!(&err, AgentError::Dataset(e) if e.line == 3),
+        "{err}"
+    );
 }
 
 /// A parquet file with optional string columns `problem` and `answer` (`None` is null).

@@ -41,7 +41,7 @@ fn read_err(content: &str) -> String {
     let path = dir.path().join("bad.jsonl");
     std::fs::write(&path, content).unwrap();
     let err = read_problems(&path).unwrap_err();
-    assert!(matches!(err, TasksError::Dataset { .. }), "{err:?}");
+    assert!(matches!(err, TasksError::Dataset(_)), "{err:?}");
     err.to_string()
 }
 
