@@ -51,8 +51,6 @@
 //! assert!(out.rollout.trajectories.iter().all(|t| t.response_ids.len() <= 16));
 //! ```
 
-use rstar_episode::IoError;
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -64,91 +62,15 @@ use rstar_scheduler::{
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::{Prompt, RolloutOutput, RolloutStats, mix_seed, outcome_of};
+use crate::{Prompt, RolloutOutput, RolloutStats, mix_seed};
 use rstar_engine::{TurnGenerator, TurnSpec};
+use rstar_episode::IoError;
 use rstar_episode::episode::{Episode, Limits, Score, Step, StopReason, TextTokenizer, TokenStats};
 use rstar_episode::template::{Template, TemplateFormat};
 use rstar_episode::toolcall::{ToolCall, ToolName, ToolOutcome};
 use rstar_verifier::{Scored, VerifyItem};
 
-use crate::timing::ToolTimings;
-
-/// The tools: runs tool calls; a failure in the sandbox is an outcome, not an error. The one
-/// tool trait of the agent layer: the scheduled driver calls [`run`](Self::run) as each
-/// rollout's turn ends, the lock-step driver ([`rollout`](crate::rollout)), the SFT corpus and
-/// the trainer's evaluation call [`run_round`](Self::run_round) once a round. Implementations:
-/// [`PoolTools`] (the sandbox), `rstar_train::tools::ServerTools` (code-judge servers), [`FnTools`] (an async
-/// function), [`FnExecutor`](crate::FnExecutor) (a plain closure).
-pub trait AsyncTools: Send + Sync {
-    /// Runs one call. `history` holds the code of the rollout's earlier `jupyter_code` calls,
-    /// which a stateful executor replays first (empty for the first call and for
-    /// `python_code_with_standard_io`).
-    fn run(&self, call: ToolCall, history: Vec<String>) -> BoxFuture<'_, ToolOutcome>;
-
-    /// Runs a lock-step round's calls (no history) concurrently and waits for them; one
-    /// outcome per call, in call order. Call it from a plain thread, outside any tokio runtime.
-    /// The default drives every [`run`](Self::run) at once on a current-thread runtime.
-    fn run_round(&self, calls: &[ToolCall]) -> Vec<ToolOutcome> {
-        let futures = calls
-            .iter()
-            .map(|c| self.run(c.clone(), Vec::new()))
-            .collect();
-        block_on_round(calls.len(), join_all(futures))
-    }
-
-    /// Whether two threads may run rounds on these tools at once (the trainer's evaluation
-    /// samples two decodings side by side when they may). `true` unless an implementation's
-    /// calls must come in one order.
-    fn shared(&self) -> bool {
-        true
-    }
-
-    /// Where these tools note each call's latency and run time, when they do
-    /// ([`PoolTools`] and `rstar_train::tools::ServerTools`); the trainer takes a step's notes after its
-    /// rollouts and writes their percentiles to `metrics.jsonl`.
-    fn timings(&self) -> Option<&ToolTimings> {
-        None
-    }
-
-    /// Whether the drivers score finished rollouts through [`verify`](Self::verify), on the
-    /// tools' side (`rl.verify = "remote"`: the tool servers' `POST /verify`), rather than with
-    /// the in-process verifier. `false` (the default) unless an implementation offloads them.
-    fn verifies(&self) -> bool {
-        false
-    }
-
-    /// Scores finished answers where the tools run; one verdict per answer, in order. The
-    /// default scores them in process, as the drivers do when [`verifies`](Self::verifies) is
-    /// `false`.
-    ///
-    /// # Errors
-    /// When the answers could not be scored at all (the servers unreachable after the
-    /// client's retries, or refusing the request).
-    fn verify(&self, answers: Vec<VerifyItem>) -> BoxFuture<'_, VerifyResult> {
-        Box::pin(async move { Ok(verify_in_process(&answers)) })
-    }
-
-    /// [`verify`](Self::verify) for the lock-step driver: waits for the verdicts. Call it
-    /// from a plain thread, outside any tokio runtime.
-    ///
-    /// # Errors
-    /// As [`verify`](Self::verify).
-    fn verify_round(&self, answers: Vec<VerifyItem>) -> VerifyResult {
-        match runtime() {
-            Ok(rt) => rt.block_on(self.verify(answers)),
-            Err(e) => Err(Error::tools(e.to_string())),
-        }
-    }
-}
-
-/// What [`AsyncTools::verify`] answers: one verdict per answer, or why none could be had.
-pub type VerifyResult = Result<Vec<Scored>, Error>;
-
-/// The verdicts of the in-process verifier, in the wire form of `/verify`.
-fn verify_in_process(answers: &[VerifyItem]) -> Vec<Scored> {
-    let verifier = rstar_verifier::Verifier::new();
-    answers.iter().map(|a| a.score(&verifier)).collect()
-}
+pub use crate::tools::{AsyncTools, FnTools, PoolTools, VerifyResult};
 
 /// A verdict as the score of a trajectory: what [`score`] gives in process (a ground truth
 /// that cannot be scored scores 0 without an answer).
@@ -162,133 +84,6 @@ fn score_of(verdict: &Scored) -> Score {
             answer: None,
             reward: 0.0,
         },
-    }
-}
-
-/// A lock-step round's outcomes: `round` run on a current-thread runtime, or, when no runtime
-/// can be made, one internal error per call (`calls` of them).
-fn block_on_round(calls: usize, round: impl Future<Output = Vec<ToolOutcome>>) -> Vec<ToolOutcome> {
-    match runtime() {
-        Ok(rt) => rt.block_on(round),
-        Err(e) => (0..calls)
-            .map(|_| ToolOutcome::code_judge(false, "internal_error", "", &e.to_string(), 0.0))
-            .collect(),
-    }
-}
-
-/// Polls every future until all are done; their outputs in order.
-async fn join_all<T>(futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
-    let mut futures: Vec<Option<BoxFuture<'_, T>>> = futures.into_iter().map(Some).collect();
-    let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (slot, output) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if let Some(future) = slot {
-                match future.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => {
-                        *output = Some(v);
-                        *slot = None;
-                    }
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    outputs.into_iter().flatten().collect()
-}
-
-/// An async function as the tools (tests, scripted environments). It gets the call only.
-#[derive(Debug, Clone)]
-pub struct FnTools<F>(pub F);
-
-impl<F, Fut> AsyncTools for FnTools<F>
-where
-    F: Fn(ToolCall) -> Fut + Send + Sync,
-    Fut: Future<Output = ToolOutcome> + Send + 'static,
-{
-    fn run(&self, call: ToolCall, _history: Vec<String>) -> BoxFuture<'_, ToolOutcome> {
-        Box::pin((self.0)(call))
-    }
-}
-
-/// The sandboxed Python pool of [`rstar_toolenv`] (the async [`rstar_toolenv::Pool`]; a
-/// [`rstar_toolenv::BlockingPool`] gives it with `pool()`).
-#[derive(Debug, Clone)]
-pub struct PoolTools {
-    /// The pool.
-    pub pool: rstar_toolenv::Pool,
-    /// Per-call wall-clock limit; `None` uses the pool's.
-    pub timeout: Option<Duration>,
-    /// Where each call's latency and run time are noted ([`AsyncTools::timings`]).
-    pub timings: ToolTimings,
-}
-
-impl AsyncTools for PoolTools {
-    fn run(&self, call: ToolCall, history: Vec<String>) -> BoxFuture<'_, ToolOutcome> {
-        let call = match call.name {
-            ToolName::PythonCodeWithStandardIo => {
-                rstar_toolenv::ToolCall::python(call.code, call.input)
-            }
-            ToolName::JupyterCode => rstar_toolenv::ToolCall::jupyter(call.code, history),
-        };
-        let call = self.limited(call);
-        Box::pin(async move { outcome_of(&self.timed(call).await) })
-    }
-
-    /// Every call of the round as a Python call (the lock-step driver keeps no notebook
-    /// history), all at once on the pool's workers.
-    fn run_round(&self, calls: &[ToolCall]) -> Vec<ToolOutcome> {
-        let futures: Vec<BoxFuture<'_, rstar_toolenv::ToolResult>> = calls
-            .iter()
-            .map(|c| {
-                let call = self.limited(rstar_toolenv::ToolCall::python(
-                    c.code.clone(),
-                    c.input.clone(),
-                ));
-                Box::pin(self.timed(call)) as BoxFuture<'_, _>
-            })
-            .collect();
-        block_on_round(calls.len(), async move {
-            join_all(futures).await.iter().map(outcome_of).collect()
-        })
-    }
-
-    fn timings(&self) -> Option<&ToolTimings> {
-        Some(&self.timings)
-    }
-}
-
-impl PoolTools {
-    /// The pool's tools, with the pool's own time limit and a fresh [`ToolTimings`].
-    pub fn new(pool: rstar_toolenv::Pool) -> Self {
-        PoolTools {
-            pool,
-            timeout: None,
-            timings: ToolTimings::new(),
-        }
-    }
-
-    /// Runs `call`, noting its latency and run time.
-    async fn timed(&self, call: rstar_toolenv::ToolCall) -> rstar_toolenv::ToolResult {
-        let started = std::time::Instant::now();
-        let (result, behind) = self.pool.run_waited(call).await;
-        self.timings
-            .record_waited(started.elapsed(), result.cost, behind);
-        result
-    }
-
-    /// `call` with the per-call limit, when one is set.
-    fn limited(&self, call: rstar_toolenv::ToolCall) -> rstar_toolenv::ToolCall {
-        match self.timeout {
-            Some(t) => call.with_timeout(t),
-            None => call,
-        }
     }
 }
 
@@ -994,4 +789,61 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Error> {
         .enable_all()
         .build()
         .map_err(|source| Error::Io(IoError::new("<tokio runtime>", source)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstar_verifier::Mode;
+
+    /// Remote verification (`rl.verify = "remote"`) scores a rollout from the tool server's
+    /// verdict; it must give the score the in-process verifier gives the same text, a ground
+    /// truth that cannot be scored included (0, no answer).
+    #[test]
+    fn a_verdict_scores_as_the_in_process_verifier_does() {
+        let verifier = rstar_verifier::Verifier::new();
+        let cases = [
+            ("so \\boxed{42}", "42", Mode::Integer),
+            ("so \\boxed{41}", "42", Mode::Integer),
+            ("so \\boxed{1,234}", "1234", Mode::Integer),
+            ("no box at all", "42", Mode::Integer),
+            ("so \\boxed{\\frac{1}{2}}", "0.5", Mode::Math),
+            ("so \\boxed{\\frac{1}{3}}", "0.5", Mode::Math),
+            ("so \\boxed{B}", "B", Mode::Choice),
+            ("so \\boxed{42}", "", Mode::Integer),
+        ];
+        let mut scored = 0;
+        for (text, truth, mode) in cases {
+            let verdict = VerifyItem::new(text, truth, mode).score(&verifier);
+            let (remote, local) = (score_of(&verdict), score(text, truth, mode));
+            assert_eq!(remote.reward, local.reward, "{text} against {truth:?}");
+            assert_eq!(remote.answer, local.answer, "{text} against {truth:?}");
+            scored += usize::from(remote.reward > 0.0);
+        }
+        assert_eq!(scored, 4);
+    }
+
+    #[test]
+    fn a_ground_truth_that_cannot_be_scored_is_refused_by_problem_id() {
+        let prompts = [Prompt::new("fine", "q", "7"), Prompt::new("bad", "q", "")];
+        assert!(check_answers(&prompts[..1], Mode::Integer).is_ok());
+        let err = check_answers(&prompts, Mode::Integer).unwrap_err();
+        assert!(
+            matches!(&err, Error::Problem { id, .. } if id == "bad"),
+            "{err}"
+        );
+    }
+
+    /// A config saved before the optional fields existed still reads, with their defaults.
+    #[test]
+    fn a_config_without_the_later_fields_reads_with_their_defaults() {
+        let full = ScheduleConfig::compact(3);
+        let mut json = serde_json::to_value(&full).unwrap();
+        let object = json.as_object_mut().unwrap();
+        for later in ["verifier", "load_refresh_ms", "keep_logprobs"] {
+            assert!(object.remove(later).is_some(), "{later}");
+        }
+        let read: ScheduleConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(read, full);
+    }
 }
