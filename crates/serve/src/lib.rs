@@ -59,7 +59,7 @@
 //! use rstar_serve::{ServeConfig, start};
 //! use rstar_policy::{Qwen, QwenConfig, Tokenizer};
 //!
-//! # async fn run() -> Result<(), rstar_serve::Error> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let model = Qwen::random(QwenConfig::tiny_char(), 0, &Device::flex())?;
 //! let mut config = ServeConfig::new("tiny");
 //! config.port = 0; // a free port
