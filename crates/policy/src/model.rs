@@ -601,7 +601,11 @@ impl Qwen {
             && !pads.iter().any(|&p| p > 0)
             && cfg!(feature = "flex")
             && self.embed_tokens.val().is_autodiff();
-        let host_tables = fused_attention.then(|| host_rope_tables(c, &pos));
+        // Host RoPE tables for the fused RoPE: training's fused attention, and inference on
+        // flex (any padding, any cache).
+        let inference = !self.embed_tokens.val().is_autodiff();
+        let host_tables = (fused_attention || (fused_norms && inference && cfg!(feature = "flex")))
+            .then(|| host_rope_tables(c, &pos));
         let (cos, sin) = rope_tables(c, pos, batch, seq, device);
         let (cos, sin) = (cos.cast(dtype), sin.cast(dtype));
 
@@ -784,10 +788,26 @@ impl Attention {
                 return out;
             }
         }
+        // Inference on flex: RoPE as one op each (heads moved first), then the cache, then the
+        // attention over it as one op below.
+        #[cfg(feature = "flex")]
+        let roped = match host_tables {
+            Some((cos, sin)) if !x_tracked => crate::fused::rope(&q, cos, sin)
+                .and_then(|q| Some((q, crate::fused::rope(&k, cos, sin)?))),
+            _ => None,
+        };
         #[cfg(not(feature = "flex"))]
-        let _ = host_tables;
-        let q = rope(q.swap_dims(1, 2), cos, sin); // [b, h, t, hd]
-        let k = rope(k.swap_dims(1, 2), cos, sin); // [b, kvh, t, hd]
+        let roped: Option<(Tensor<4>, Tensor<4>)> = {
+            let _ = host_tables;
+            None
+        };
+        let (q, k) = match roped {
+            Some(qk) => qk,
+            None => (
+                rope(q.swap_dims(1, 2), cos, sin), // [b, h, t, hd]
+                rope(k.swap_dims(1, 2), cos, sin), // [b, kvh, t, hd]
+            ),
+        };
         let (k, v) = match kv {
             Some(slot) => {
                 let (k, v) = match slot.take() {
@@ -801,10 +821,12 @@ impl Attention {
         };
         let tk = k.dims()[2];
         #[cfg(feature = "flex")]
-        if !x_tracked && t == 1 && fused_norms {
-            // A decoding step over the cache: one op, reading the grouped K/V in place.
+        if !x_tracked && fused_norms {
+            // A prefill or a decoding step over the cache: one op, reading the grouped K/V in
+            // place, each row over its own live slots (so its result does not depend on the
+            // other rows' padding, and a prefill's last token gets a decoding step's bits).
             let scale = 1.0 / (hd as f32).sqrt();
-            if let Some(out) = crate::fused::decode_attention(&q, &k, &v, pass.pads, scale) {
+            if let Some(out) = crate::fused::cached_attention(&q, &k, &v, pass.pads, scale) {
                 return out;
             }
         }

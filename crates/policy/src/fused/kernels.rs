@@ -194,8 +194,12 @@ multiversion! {
         let [_, t, heads, hd] = dims;
         let half = hd / 2;
         let mut y = vec![0.0; x.len()];
-        // One task per (batch row, head): `t` output rows of `hd`.
-        y.par_chunks_mut(t * hd).enumerate().for_each(|(bh, y)| {
+        // One task per (batch row, head): `t` output rows of `hd` (several per rayon task when
+        // they are short, as in a decoding step).
+        y.par_chunks_mut(t * hd)
+            .with_min_len(rows_per_task(t * hd))
+            .enumerate()
+            .for_each(|(bh, y)| {
             let (r, h) = (bh / heads, bh % heads);
             for (i, y) in y.chunks_mut(hd).enumerate() {
                 let x = &x[((r * t + i) * heads + h) * hd..][..hd];
@@ -288,53 +292,194 @@ multiversion! {
 }
 
 multiversion! {
-    /// One decoding step's attention over a KV cache, for inference: `q [b, heads, hd]` (the new
-    /// token of each row, RoPE applied), `k`, `v [b, kv_heads, len, hd]` (the cache, the new token
-    /// last) → `[b, heads·hd]`. Row `r` attends to slots `pads[r]..len` (its left padding is
-    /// masked); query head `kv·g + j` uses KV head `kv`. Per row and head, the scores, their
-    /// softmax and the weighted sum run over the live slots in slot order, so a row's result does
-    /// not depend on the other rows or on how much padding it carries.
-    pub(crate) fn decode_attention(
+    /// Attention over a KV cache, for inference (a prefill, a decoding step, new tokens after
+    /// cached ones): `q [b, heads, t, hd]` (the `t` new tokens of each row, RoPE applied), `k`,
+    /// `v [b, kv_heads, len, hd]` (the cache, the new tokens last) → `[b, heads, t, hd]`. New
+    /// token `i` sits at slot `len − t + i` and attends to slots `pads[r]..=len − t + i` (its
+    /// row's left padding is masked, and so is the future); a padding slot's own output is 0.
+    /// Query head `kv·g + j` uses KV head `kv`. Per row, head and token, the scores, their
+    /// softmax and the weighted sum run over the live slots in slot order, so a row's result
+    /// does not depend on the other rows, on how much padding it carries, or on how its tokens
+    /// were split between passes (a prefill's last token gets the bits a decoding step would).
+    pub(crate) fn cached_attention(
         q: &[f32],
         k: &[f32],
         v: &[f32],
         pads: &[usize],
-        dims: [usize; 5],
+        dims: [usize; 6],
         scale: f32,
     ) -> Vec<f32> {
-        let [_, heads, kv_heads, len, hd] = dims;
+        let [_, heads, kv_heads, t, len, hd] = dims;
         let g = heads / kv_heads;
         let mut out = vec![0.0; q.len()];
-        out.par_chunks_mut(heads * hd)
-            .zip(q.par_chunks(heads * hd))
+        // One task per row and KV head (its `g` query heads share the transposed keys), several
+        // of them per rayon task when they are small (a decoding step over a short cache):
+        // waking a thread costs more than their work.
+        let per_task = (1 << 16) / (g * t * len * hd).max(1);
+        out.par_chunks_mut(g * t * hd)
+            .zip(q.par_chunks(g * t * hd))
+            .with_min_len(per_task.max(1))
             .enumerate()
-            .for_each(|(r, (out, q))| {
-                let mut scores = vec![0.0f32; len];
-                for (h, (out, q)) in out.chunks_mut(hd).zip(q.chunks(hd)).enumerate() {
-                    let base = (r * kv_heads + h / g) * len * hd;
-                    let (k, v) = (&k[base..][..len * hd], &v[base..][..len * hd]);
-                    let live = &mut scores[pads[r].min(len)..];
-                    let keys = k.chunks(hd).skip(pads[r]);
-                    let mut max = f32::NEG_INFINITY;
-                    for (s, key) in live.iter_mut().zip(keys) {
-                        *s = dot(key, q) * scale;
-                        max = max.max(*s);
+            .for_each(|(rkv, (out, q))| {
+                let r = rkv / kv_heads;
+                let base = rkv * len * hd;
+                let (k, v) = (&k[base..][..len * hd], &v[base..][..len * hd]);
+                let pad = pads[r].min(len);
+                // With several queries per key (a prefill), the keys are transposed, `[hd,
+                // len]`, so that a query's scores run along the slots, sixteen at a time in
+                // registers; a decoding step reads each key once, in place. Both give each slot
+                // the bits of `dot(k[j], q)` ([`scores_along_slots`]).
+                let kt = (g * t >= 4).then(|| {
+                    let mut kt = vec![0.0f32; hd * len];
+                    for (j, row) in k.chunks(hd).enumerate().skip(pad) {
+                        for (d, &value) in row.iter().enumerate() {
+                            kt[d * len + j] = value;
+                        }
                     }
+                    kt
+                });
+                let mut scores = vec![0.0f32; len];
+                for (gi, (out, q)) in out.chunks_mut(hd).zip(q.chunks(hd)).enumerate() {
+                    let slot = len - t + gi % t;
+                    if slot < pad {
+                        out.fill(0.0);
+                        continue;
+                    }
+                    // Slot `j`'s score is `dot(k[j], q) · scale`, its probability
+                    // `exp(s − max) / Σ exp`, and output lane `d` the sum of the probabilities
+                    // times `v[j][d]` in slot order: the same operations for every slot whatever
+                    // the row's padding or the number of new tokens.
+                    let live = &mut scores[pad..=slot];
+                    let done = match &kt {
+                        Some(kt) => scores_along_slots(q, kt, len, pad, live, scale),
+                        None => 0,
+                    };
+                    for (s, key) in live.iter_mut().zip(k.chunks(hd).skip(pad)).skip(done) {
+                        *s = dot(key, q) * scale;
+                    }
+                    let max = max_of(live);
                     for s in live.iter_mut() {
                         *s = exp(*s - max);
                     }
                     let norm = 1.0 / sum(live);
-                    out.fill(0.0);
-                    for (&p, value) in live.iter().zip(v.chunks(hd).skip(pads[r])) {
-                        let w = p * norm;
-                        for (o, x) in out.iter_mut().zip(value) {
-                            *o += w * x;
+                    for s in live.iter_mut() {
+                        *s *= norm;
+                    }
+                    let values = &v[pad * hd..];
+                    // Every block of sixteen lanes in one pass over the slots: independent sums
+                    // the CPU overlaps, each still in slot order.
+                    let lanes = match hd / SLOTS {
+                        8 => weighted_sum::<8>(live, values, hd, out),
+                        4 => weighted_sum::<4>(live, values, hd, out),
+                        2 => weighted_sum::<2>(live, values, hd, out),
+                        _ => weighted_sum::<1>(live, values, hd, out),
+                    };
+                    for (d, o) in out.iter_mut().enumerate().skip(lanes) {
+                        let mut acc = 0.0f32;
+                        for (&p, row) in live.iter().zip(values.chunks(hd)) {
+                            acc += p * row[d];
                         }
+                        *o = acc;
                     }
                 }
             });
         out
     }
+}
+
+/// The scores `dot(k[j], q) · scale` of the first whole blocks of [`SLOTS`] live slots from the
+/// transposed keys `kt [hd, len]` (the row's live slots start at `pad`), bit for bit as [`dot`]
+/// computes them: eight partial sums over `d ≡ i (mod 8)` in `d` order, the tail of `hd` past
+/// the last multiple of 8 summed on its own, combined in [`dot`]'s order. Returns how many
+/// slots it scored (the rest are left to [`dot`]).
+#[inline(always)]
+fn scores_along_slots(
+    q: &[f32],
+    kt: &[f32],
+    len: usize,
+    pad: usize,
+    live: &mut [f32],
+    scale: f32,
+) -> usize {
+    let hd = q.len();
+    let eights = hd / 8 * 8;
+    let full = live.len() / SLOTS * SLOTS;
+    for c in (0..full).step_by(SLOTS) {
+        let j0 = pad + c;
+        let mut acc = [[0.0f32; SLOTS]; 8];
+        for d0 in (0..eights).step_by(8) {
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let qd = q[d0 + i];
+                let keys: &[f32; SLOTS] = kt[(d0 + i) * len + j0..][..SLOTS]
+                    .try_into()
+                    .expect("a full block");
+                for l in 0..SLOTS {
+                    acc[l] += keys[l] * qd;
+                }
+            }
+        }
+        // `dot`'s tail is an iterator's `sum()`, which starts from -0.0.
+        let mut tail = [-0.0f32; SLOTS];
+        for (d, &qd) in q.iter().enumerate().skip(eights) {
+            let keys = &kt[d * len + j0..][..SLOTS];
+            for l in 0..SLOTS {
+                tail[l] += keys[l] * qd;
+            }
+        }
+        let block = &mut live[c..c + SLOTS];
+        for l in 0..SLOTS {
+            block[l] = ((acc[0][l] + acc[4][l])
+                + (acc[1][l] + acc[5][l])
+                + (acc[2][l] + acc[6][l])
+                + (acc[3][l] + acc[7][l])
+                + tail[l])
+                * scale;
+        }
+    }
+    full
+}
+
+/// `out[d] = Σ_j live[j] · values[j·hd + d]` in slot order for the first `N` blocks of
+/// [`SLOTS`] lanes, all in one pass over the slots; returns how many lanes it wrote.
+#[inline(always)]
+fn weighted_sum<const N: usize>(live: &[f32], values: &[f32], hd: usize, out: &mut [f32]) -> usize {
+    let lanes = (hd / SLOTS).min(N) * SLOTS;
+    if lanes < N * SLOTS {
+        return 0;
+    }
+    let mut acc = [[0.0f32; SLOTS]; N];
+    for (&p, row) in live.iter().zip(values.chunks(hd)) {
+        for (n, acc) in acc.iter_mut().enumerate() {
+            let x: &[f32; SLOTS] = row[n * SLOTS..][..SLOTS].try_into().expect("a full block");
+            for l in 0..SLOTS {
+                acc[l] += p * x[l];
+            }
+        }
+    }
+    for (n, acc) in acc.iter().enumerate() {
+        out[n * SLOTS..][..SLOTS].copy_from_slice(acc);
+    }
+    lanes
+}
+
+/// Slots a query's scores are computed for at once, in registers ([`cached_attention`]).
+const SLOTS: usize = 16;
+
+/// The largest of `a` in eight interleaved partial maxima (`-inf` when empty).
+#[inline(always)]
+fn max_of(a: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let chunks = a.chunks_exact(8);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    for x in chunks {
+        for i in 0..8 {
+            acc[i] = acc[i].max(x[i]);
+        }
+    }
+    acc.iter().fold(tail, |m, &x| m.max(x))
 }
 
 /// `[b, heads, t, hd]` → `[b, t, heads·hd]`.
@@ -542,45 +687,127 @@ mod tests {
         assert_close(&ds, &numeric(softmax, &s, &dp), 1e-3, "ds");
     }
 
-    #[test]
-    fn decode_attention_is_the_softmax_weighted_sum_over_the_live_slots() {
-        let (b, heads, kvh, len, hd) = (2, 4, 2, 5, 3);
-        let q = values(b * heads * hd, 17, 1.0);
-        let k = values(b * kvh * len * hd, 18, 1.0);
-        let v = values(b * kvh * len * hd, 19, 1.0);
-        let pads = [0, 2];
-        let out = decode_attention(&q, &k, &v, &pads, [b, heads, kvh, len, hd], 0.7);
+    /// The attention of `t` new tokens written out in f64: token `i` of row `r` (at slot
+    /// `len − t + i`) over slots `pads[r]..=len − t + i`, `[b, heads, t, hd]`.
+    #[allow(clippy::too_many_arguments)] // the reference mirrors the kernel's arguments
+    fn attention_by_hand(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        pads: &[usize],
+        [b, heads, kvh, t, len, hd]: [usize; 6],
+        scale: f32,
+    ) -> Vec<f64> {
+        let g = heads / kvh;
+        let mut out = vec![0.0; b * heads * t * hd];
         for r in 0..b {
             for h in 0..heads {
-                let kv = h / 2;
-                let at = |t: &[f32], j: usize, d: usize| t[((r * kvh + kv) * len + j) * hd + d];
-                let qi = |d: usize| q[(r * heads + h) * hd + d];
-                let w: Vec<f64> = (pads[r]..len)
-                    .map(|j| {
-                        f64::from(0.7 * (0..hd).map(|d| qi(d) * at(&k, j, d)).sum::<f32>()).exp()
-                    })
-                    .collect();
-                let total: f64 = w.iter().sum();
-                for d in 0..hd {
-                    let want: f64 = (pads[r]..len)
-                        .zip(&w)
-                        .map(|(j, w)| w / total * f64::from(at(&v, j, d)))
-                        .sum();
-                    let got = out[(r * heads + h) * hd + d];
-                    assert!(
-                        (f64::from(got) - want).abs() < 1e-5,
-                        "row {r} head {h}: {got} vs {want}"
-                    );
+                let at = |x: &[f32], j: usize, d: usize| x[((r * kvh + h / g) * len + j) * hd + d];
+                for i in 0..t {
+                    let slot = len - t + i;
+                    if slot < pads[r] {
+                        continue;
+                    }
+                    let qi = |d: usize| q[((r * heads + h) * t + i) * hd + d];
+                    let w: Vec<f64> = (pads[r]..=slot)
+                        .map(|j| {
+                            let s: f64 = (0..hd).map(|d| f64::from(qi(d) * at(k, j, d))).sum();
+                            (f64::from(scale) * s).exp()
+                        })
+                        .collect();
+                    let total: f64 = w.iter().sum();
+                    for d in 0..hd {
+                        out[((r * heads + h) * t + i) * hd + d] = (pads[r]..=slot)
+                            .zip(&w)
+                            .map(|(j, w)| w / total * f64::from(at(v, j, d)))
+                            .sum();
+                    }
                 }
             }
         }
-        // The padded row's result does not depend on what sits in its padding.
-        let mut k2 = k.clone();
-        k2[(kvh * len) * hd] = 1e6;
-        assert_eq!(
-            decode_attention(&q, &k2, &v, &pads, [b, heads, kvh, len, hd], 0.7),
+        out
+    }
+
+    #[test]
+    fn cached_attention_is_the_softmax_weighted_sum_over_the_live_slots() {
+        // One decoding step (t = 1), a prefill (t = len) and new tokens after cached ones.
+        for t in [1, 5, 3] {
+            let (b, heads, kvh, len, hd) = (2, 4, 2, 5, 3);
+            let dims = [b, heads, kvh, t, len, hd];
+            let q = values(b * heads * t * hd, 17, 1.0);
+            let k = values(b * kvh * len * hd, 18, 1.0);
+            let v = values(b * kvh * len * hd, 19, 1.0);
+            let pads = [0, 2];
+            let out = cached_attention(&q, &k, &v, &pads, dims, 0.7);
+            let want = attention_by_hand(&q, &k, &v, &pads, dims, 0.7);
+            for (i, (got, want)) in out.iter().zip(&want).enumerate() {
+                assert!(
+                    (f64::from(*got) - want).abs() < 1e-5,
+                    "t {t} at {i}: {got} vs {want}"
+                );
+            }
+            // The padded row's result does not depend on what sits in its padding.
+            let mut k2 = k.clone();
+            k2[(kvh * len) * hd] = 1e6;
+            assert_eq!(
+                cached_attention(&q, &k2, &v, &pads, dims, 0.7),
+                out,
+                "t {t}"
+            );
+        }
+    }
+
+    /// A row's bits do not depend on its padding or on how its tokens were split between a
+    /// prefill and decoding steps: the invariants generation in batches relies on.
+    #[test]
+    fn a_row_s_attention_bits_do_not_depend_on_padding_or_on_the_split() {
+        let (heads, kvh, len, hd) = (4, 2, 9, 8);
+        let q = values(heads * len * hd, 21, 1.0);
+        let k = values(kvh * len * hd, 22, 1.0);
+        let v = values(kvh * len * hd, 23, 1.0);
+        let alone = cached_attention(&q, &k, &v, &[0], [1, heads, kvh, len, len, hd], 0.3);
+        // The same row behind 3 slots of padding (garbage in them), beside another row.
+        let pad = 3;
+        let padded = |x: &[f32], per_slot: usize, lanes: usize| -> Vec<f32> {
+            let mut out = Vec::new();
+            for lane in x.chunks(len * per_slot).take(lanes) {
+                out.extend(std::iter::repeat_n(7.5, pad * per_slot));
+                out.extend_from_slice(lane);
+            }
             out
+        };
+        let (qp, kp, vp) = (
+            padded(&q, hd, heads),
+            padded(&k, hd, kvh),
+            padded(&v, hd, kvh),
         );
+        let other = |x: &[f32]| x.iter().map(|v| v * 0.5 + 1.0).collect::<Vec<f32>>();
+        let two = |x: &[f32]| [x.to_vec(), other(x)].concat();
+        let both = cached_attention(
+            &two(&qp),
+            &two(&kp),
+            &two(&vp),
+            &[pad, 0],
+            [2, heads, kvh, len + pad, len + pad, hd],
+            0.3,
+        );
+        let mine = &both[..heads * (len + pad) * hd];
+        for h in 0..heads {
+            let got = &mine[(h * (len + pad) + pad) * hd..][..len * hd];
+            assert_eq!(got, &alone[h * len * hd..][..len * hd], "head {h}");
+        }
+        // The last token as a decoding step over the cache of the first len − 1.
+        let last: Vec<f32> = q
+            .chunks(len * hd)
+            .flat_map(|h| h[(len - 1) * hd..].to_vec())
+            .collect();
+        let step = cached_attention(&last, &k, &v, &[0], [1, heads, kvh, 1, len, hd], 0.3);
+        for h in 0..heads {
+            assert_eq!(
+                &step[h * hd..][..hd],
+                &alone[(h * len + len - 1) * hd..][..hd]
+            );
+        }
     }
 
     /// Every kernel at every level this CPU has gives the baseline's bits (issue #72): the
@@ -616,7 +843,7 @@ mod tests {
             causal_softmax(&mut p, t, 0.25);
             let mut dp = scores.clone();
             causal_softmax_backward(&p, &mut dp, t, 0.25);
-            let a = decode_attention(&q, &kv, &vv, &[0, 3], [2, 4, 2, 7, 16], 0.25);
+            let a = cached_attention(&q, &kv, &vv, &[0, 3], [2, 4, 2, 1, 7, 16], 0.25);
             [y, inv, dx, dw, z, dg, du, r, dr, p, dp, a].map(|v| bits(&v))
         };
         let best = detected();

@@ -8,8 +8,8 @@
 //! is one op: [`rms_norm`], [`swiglu`], [`rope`] and [`causal_attention`] run the
 //! loops of `kernels` (rayon over rows, a vectorisable polynomial `exp`, the causal half
 //! only) and the attention's matmuls through flex's GEMM. On an autodiff device they record
-//! one node each whose backward is written out in `kernels`. [`decode_attention`] is one
-//! decoding step's attention over the KV cache, for inference only.
+//! one node each whose backward is written out in `kernels`. [`cached_attention`] is
+//! inference's attention over the KV cache (a prefill, a decoding step), one loop per token.
 //!
 //! Every function returns `None` when its inputs are not `f32` tensors on `flex` (plain or
 //! under `Autodiff<Flex>` without gradient checkpointing): the caller then runs Burn's
@@ -317,10 +317,12 @@ pub(crate) fn causal_attention(
     }
 }
 
-/// One decoding step's attention over the KV cache (inference only, no autodiff node):
-/// `q [b, heads, 1, hd]` (RoPE applied), `k`, `v [b, kv_heads, len, hd]` with the new token in
-/// the last slot; row `r`'s first `pads[r]` slots are padding. Returns `[b, 1, heads·hd]`.
-pub(crate) fn decode_attention(
+/// Attention over the KV cache for inference (no autodiff node): a prefill, a decoding step, or
+/// new tokens after cached ones. `q [b, heads, t, hd]` (RoPE applied), `k`, `v [b, kv_heads,
+/// len, hd]` with the `t` new tokens in the last slots; row `r`'s first `pads[r]` slots are
+/// padding. Returns `[b, t, heads·hd]`. A row's result does not depend on the other rows or on
+/// its padding ([`kernels::cached_attention`]).
+pub(crate) fn cached_attention(
     q: &Tensor<4>,
     k: &Tensor<4>,
     v: &Tensor<4>,
@@ -329,7 +331,7 @@ pub(crate) fn decode_attention(
 ) -> Option<Tensor<3>> {
     let [b, h, t, hd] = q.dims();
     let [kb, kvh, len, khd] = k.dims();
-    if t != 1 || v.dims() != k.dims() || kb != b || khd != hd || kvh == 0 || h % kvh != 0 {
+    if v.dims() != k.dims() || kb != b || khd != hd || kvh == 0 || h % kvh != 0 || t > len {
         return None;
     }
     if pads.len() != b || pads.iter().any(|&p| p >= len) {
@@ -338,15 +340,21 @@ pub(crate) fn decode_attention(
     let (Prim::Plain(q), Prim::Plain(k), Prim::Plain(v)) = (prim(q)?, prim(k)?, prim(v)?) else {
         return None;
     };
-    let out = kernels::decode_attention(
+    let out = kernels::cached_attention(
         &host(&q),
         &host(&k),
         &host(&v),
         pads,
-        [b, h, kvh, len, hd],
+        [b, h, kvh, t, len, hd],
         scale,
     );
-    Some(Tensor::from_primitive::<Flex>(flex(out, &[b, 1, h * hd])))
+    // `[b, heads, t, hd]` → `[b, t, heads·hd]` (one token: the same layout).
+    let out = if t == 1 {
+        out
+    } else {
+        kernels::heads_last(&out, [b, h, t, hd])
+    };
+    Some(Tensor::from_primitive::<Flex>(flex(out, &[b, t, h * hd])))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -620,12 +628,17 @@ mod tests {
                 .expect("readback")
         };
         close(&logits(&fused), &logits(&composed), "logits");
-        // Left padding and a cache: RoPE and attention stay composed, the norms fuse.
+        // Left padding and a cache: RoPE and the attention over the cache fuse too. A padding
+        // slot's own hidden state is undefined (the composed attention averages masked scores,
+        // the fused one writes 0; no later token reads it), so only the real slots compare.
         let run = |m: &Qwen| {
             let mut cache = KvCache::new(m.layers.len());
             let h1 = m.forward_hidden(x.clone(), &[0, 3], Some(&mut cache));
             let h2 = m.forward_hidden(tokens(2, 1, 40, &device), &[0, 3], Some(&mut cache));
-            let mut v = h1.try_into_vec_as::<f32>().expect("readback");
+            let d = h1.dims()[2];
+            let h1 = h1.try_into_vec_as::<f32>().expect("readback");
+            let mut v: Vec<f32> = h1[..9 * d].to_vec();
+            v.extend_from_slice(&h1[(9 + 3) * d..]);
             v.extend(h2.try_into_vec_as::<f32>().expect("readback"));
             v
         };
