@@ -11,6 +11,8 @@
 //!
 //! - `rstar.xz`, the binary (`--backend wgpu|flex`);
 //! - `policy_bench.xz`, the policy bench against PyTorch (`--bench`, same weights checked first);
+//! - `policy_bench_tch.xz`, the same on burn-tch, when `LIBTORCH` names a LibTorch (PyPI's
+//!   torch 2.11.0 wheel's `torch` folder: the GPU machine's version);
 //! - `device_check.sh` and `policy_peer.py`, the script the lent machine runs and the bench's
 //!   PyTorch side;
 //! - `SIZES`, what each file weighs.
@@ -52,12 +54,26 @@ pub fn run(args: &[String]) -> Result<()> {
             FEATURES,
         ]),
     )?;
-    let bench = build_policy_bench()?;
+    let bench = build_policy_bench(&format!("flex,{FEATURES}"), false)?;
+    // With a LibTorch (`LIBTORCH`, e.g. the `torch` folder of PyPI's torch 2.11.0 wheel, the
+    // GPU machine's version), the bench on burn-tch too. torch-sys expects 2.9.0: its check is
+    // bypassed (its C++ wrapper compiles against 2.11.0). The CUDA libraries libtorch_cuda
+    // needs are on the GPU machine, not here: the link leaves them to the loader.
+    let tch = match std::env::var_os("LIBTORCH") {
+        Some(_) => Some(build_policy_bench("flex,tch", true)?),
+        None => {
+            eprintln!("==> no LIBTORCH: the bundle has no policy_bench_tch");
+            None
+        }
+    };
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    for (from, name) in [
-        (target_dir().join(PROFILE).join("rstar"), "rstar.xz"),
-        (bench, "policy_bench.xz"),
-    ] {
+    let _ = std::fs::remove_file(out.join("policy_bench_tch.xz"));
+    let binaries = [
+        Some((target_dir().join(PROFILE).join("rstar"), "rstar.xz")),
+        Some((bench, "policy_bench.xz")),
+        tch.map(|t| (t, "policy_bench_tch.xz")),
+    ];
+    for (from, name) in binaries.into_iter().flatten() {
         xz(&from, &out.join(name))?;
     }
     for (from, name) in [
@@ -115,30 +131,35 @@ fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
 }
 
-/// Builds `rstar-policy`'s `policy` bench in the bundle's profile and returns its executable
-/// (cargo names it with a hash; its JSON messages say which).
-fn build_policy_bench() -> Result<PathBuf> {
-    let features = format!("flex,{FEATURES}");
+/// Builds `rstar-policy`'s `policy` bench in the bundle's profile with `features` and returns
+/// its executable (cargo names it with a hash; its JSON messages say which). `tch`: against the
+/// LibTorch `LIBTORCH` names, its version check bypassed, its CUDA libraries left to the loader.
+fn build_policy_bench(features: &str, tch: bool) -> Result<PathBuf> {
     eprintln!("==> build the policy bench for the GPU bundle (features {features})");
-    let output = cargo()
-        .args([
-            "build",
-            "--profile",
-            PROFILE,
-            "-p",
-            "rstar-policy",
-            "--bench",
-            "policy",
-            "--features",
-            &features,
-            "--message-format",
-            "json-render-diagnostics",
-        ])
-        .output()
-        .context("could not run cargo")?;
+    let mut command = cargo();
+    command.args([
+        "rustc",
+        "--profile",
+        PROFILE,
+        "-p",
+        "rstar-policy",
+        "--bench",
+        "policy",
+        "--features",
+        features,
+        "--message-format",
+        "json-render-diagnostics",
+    ]);
+    if tch {
+        command
+            .env("LIBTORCH_BYPASS_VERSION_CHECK", "1")
+            .env("LIBTORCH_CXX11_ABI", "1")
+            .args(["--", "-C", "link-arg=-Wl,--allow-shlib-undefined"]);
+    }
+    let output = command.output().context("could not run cargo")?;
     if !output.status.success() {
         bail!(
-            "building the policy bench failed: {}",
+            "building the policy bench ({features}) failed: {}",
             String::from_utf8_lossy(&output.stderr)
         );
     }

@@ -775,11 +775,10 @@ impl Attention {
         }
         #[cfg(feature = "flex")]
         if let (true, Some((cos, sin))) = (x_tracked, host_tables) {
-            // Training and scoring only: inference keeps the backend's attention below, whose
-            // result for a row does not depend on the other rows' padding (generation in
-            // batches of any size gives the same tokens). One op each for RoPE (which also
-            // moves heads first) and the causal attention; `None` (not f32 on flex) falls
-            // through to the composed ops below.
+            // Training and scoring under autodiff (no padding, no cache): one op each for RoPE
+            // (which also moves heads first) and the causal attention; `None` (not f32 on flex)
+            // falls through to the composed ops below. Inference takes `cached_attention`
+            // below instead.
             let fused = crate::fused::rope(&q, cos, sin).and_then(|q| {
                 let k = crate::fused::rope(&k, cos, sin)?;
                 crate::fused::causal_attention(&q, &k, &v, 1.0 / (hd as f32).sqrt())

@@ -325,11 +325,11 @@ multiversion! {
                 let base = rkv * len * hd;
                 let (k, v) = (&k[base..][..len * hd], &v[base..][..len * hd]);
                 let pad = pads[r].min(len);
-                // With several queries per key (a prefill), the keys are transposed, `[hd,
-                // len]`, so that a query's scores run along the slots, sixteen at a time in
-                // registers; a decoding step reads each key once, in place. Both give each slot
+                // With several new tokens (a prefill), the keys are transposed, `[hd, len]`, so
+                // that a query's scores run along the slots, sixteen at a time in registers; a
+                // decoding step (or two or three new tokens) reads each key in place. Both give each slot
                 // the bits of `dot(k[j], q)` ([`scores_along_slots`]).
-                let kt = (g * t >= 4).then(|| {
+                let kt = (t >= 4).then(|| {
                     let mut kt = vec![0.0f32; hd * len];
                     for (j, row) in k.chunks(hd).enumerate().skip(pad) {
                         for (d, &value) in row.iter().enumerate() {
@@ -730,9 +730,17 @@ mod tests {
 
     #[test]
     fn cached_attention_is_the_softmax_weighted_sum_over_the_live_slots() {
-        // One decoding step (t = 1), a prefill (t = len) and new tokens after cached ones.
-        for t in [1, 5, 3] {
-            let (b, heads, kvh, len, hd) = (2, 4, 2, 5, 3);
+        // One decoding step (t = 1), a prefill (t = len) and new tokens after cached ones; a
+        // short cache, and one long enough for whole blocks of sixteen slots and lanes.
+        for (len, hd, t) in [
+            (5, 3, 1),
+            (5, 3, 5),
+            (5, 3, 3),
+            (37, 20, 1),
+            (37, 20, 37),
+            (37, 20, 9),
+        ] {
+            let (b, heads, kvh) = (2, 4, 2);
             let dims = [b, heads, kvh, t, len, hd];
             let q = values(b * heads * t * hd, 17, 1.0);
             let k = values(b * kvh * len * hd, 18, 1.0);
@@ -761,7 +769,9 @@ mod tests {
     /// prefill and decoding steps: the invariants generation in batches relies on.
     #[test]
     fn a_row_s_attention_bits_do_not_depend_on_padding_or_on_the_split() {
-        let (heads, kvh, len, hd) = (4, 2, 9, 8);
+        // 37 slots: two whole blocks of sixteen scored from the transposed keys and five by
+        // `dot`; hd 20: a tail past the last multiple of 8, and four lanes past the block of 16.
+        let (heads, kvh, len, hd) = (4, 2, 37, 20);
         let q = values(heads * len * hd, 21, 1.0);
         let k = values(kvh * len * hd, 22, 1.0);
         let v = values(kvh * len * hd, 23, 1.0);
