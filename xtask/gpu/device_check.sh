@@ -7,12 +7,12 @@
 # /tmp/gpu-work), one line per step to its summary.txt; everything but checkpoints ends up in
 # $OUT/gpu-logs.tgz, and the CubeCL autotune cache in $OUT/cubecl-cache.tgz.
 #
-#   BUNDLE (from `cargo xtask gpu-bundle`): rstar.xz, policy_bench.xz (wgpu with fusion and
-#   autotune; unpacked into $WORK/bin first), policy_peer.py, this script; optionally
-#   policy_bench_tch (built against the machine's
-#   torch, whose libtorch is found through the peer Python's torch/lib) and policy_bench_cuda
-#   (CubeCL CUDA: its build downloads LLVM from github.com, which the development machine cannot
-#   reach). A step whose binary is missing is skipped with a line saying so.
+#   BUNDLE (from `cargo xtask gpu-bundle`): rstar.xz (wgpu with fusion and autotune; unpacked
+#   into $WORK/bin first; its `rstar bench policy` is the bench), policy_peer.py, this script;
+#   optionally rstar_tch (built against the machine's torch, whose libtorch is found through the
+#   peer Python's torch/lib) and rstar_cuda (CubeCL CUDA: its build downloads LLVM from
+#   github.com, which the development machine cannot reach). A step whose binary is missing is
+#   skipped with a line saying so.
 #
 #   usage: OUT=DIR [BUDGET=SECONDS] [SKIP="step names"] [RSTAR_PYTHON=python-with-cuda-torch]
 #          device_check.sh [--dry-run] BUNDLE
@@ -31,7 +31,6 @@ WORK=${WORK:-/tmp/gpu-work}
 mkdir -p "$WORK"
 rm -f "$WORK/summary.txt"
 export RSTAR_PYTHON=${RSTAR_PYTHON:-python3}
-export RSTAR_BENCH_PEER=$BIN/policy_peer.py
 BUDGET=${BUDGET:-480}
 DEADLINE=$(($(date +%s) + BUDGET))
 
@@ -55,7 +54,6 @@ step() {
         return 0
     fi
     local exe=$1
-    [ "$exe" = env ] && exe=${*: -2:1}
     if [[ "$exe" == /* ]] && [ ! -x "$exe" ]; then
         note "== $name: skipped, no $exe"
         return 0
@@ -76,8 +74,8 @@ step() {
     return $rc
 }
 
-# A bench run: NAME LIMIT BINARY BACKEND PRECISION [more env assignments]; Qwen3-0.6B's shape,
-# median of $REPS (3). A dry run takes flex, the tiny shape and one repetition.
+# A bench run: NAME LIMIT BINARY BACKEND PRECISION [more `rstar bench policy` flags]; Qwen3-0.6B's
+# shape, median of $REPS (3). A dry run takes flex, the tiny shape and one repetition.
 bench() {
     local name=$1 limit=$2 binary=$BIN/$3 backend=$4 precision=$5 shape=qwen3-0.6b
     shift 5
@@ -87,8 +85,8 @@ bench() {
         shape=tiny
         reps=1
     fi
-    step "$name" "$limit" env RSTAR_BENCH_BACKEND="$backend" RSTAR_BENCH_PRECISION="$precision" \
-        RSTAR_BENCH_SHAPE="$shape" RSTAR_BENCH_REPS="$reps" "$@" "$binary" --bench
+    step "$name" "$limit" "$binary" bench policy --backend "$backend" --precision "$precision" \
+        --shape "$shape" --reps "$reps" --peer "$BIN/policy_peer.py" "$@"
 }
 
 # The bundle's binaries travel compressed: unpack them next to the logs (xz, else Python's lzma).
@@ -108,7 +106,6 @@ for exe in "$BIN"/*; do
 done
 cp "$BIN/policy_peer.py" "$WORK/bin/"
 BIN=$WORK/bin
-export RSTAR_BENCH_PEER=$BIN/policy_peer.py
 
 if ((DRY)); then
     note "dry run: every step on the CPU (flex, tiny shape, 1 repetition), budget ${BUDGET}s"
@@ -132,16 +129,16 @@ export LD_LIBRARY_PATH=${TORCH_LIB:+$TORCH_LIB:}${LD_LIBRARY_PATH:-}
 #    the training step (fwd+bwd through sequence_nll) and peak memory, each after the
 #    same-weights check. wgpu first (the bundle always has it); the first run tunes into the
 #    cache, the rerun must not tune again (compare the wall times and the cache's size).
-bench wgpu_f32 120 policy_bench wgpu f32
+bench wgpu_f32 120 rstar wgpu f32
 du -sh "$CUBECL_CACHE" | sed 's/^/== cubecl cache after wgpu_f32: /' | tee -a "$WORK/summary.txt"
-bench wgpu_f32_rerun 60 policy_bench wgpu f32 RSTAR_BENCH_REPS=1
-bench tch_f32 45 policy_bench_tch tch f32
-bench cuda_f32 90 policy_bench_cuda cuda f32
+REPS=1 bench wgpu_f32_rerun 60 rstar wgpu f32
+bench tch_f32 45 rstar_tch tch f32
+bench cuda_f32 90 rstar_cuda cuda f32
 
 # 2. bf16 compute over f32 master weights, each backend (the peer under torch.autocast).
-bench wgpu_bf16 60 policy_bench wgpu bf16
-bench tch_bf16 30 policy_bench_tch tch bf16
-bench cuda_bf16 45 policy_bench_cuda cuda bf16
+bench wgpu_bf16 60 rstar wgpu bf16
+bench tch_bf16 30 rstar_tch tch bf16
+bench cuda_bf16 45 rstar_cuda cuda bf16
 
 # 3. Memory does not grow with the vocabulary: the training step at batch 8 x 1024 on wgpu,
 #    Qwen3's 151 936-token vocabulary against 32 768 (the fused loss holds no
@@ -149,8 +146,8 @@ bench cuda_bf16 45 policy_bench_cuda cuda bf16
 #    gradients, not 8 x 1023 x 119 168 x 4 bytes ~ 3.9 GB). A dry run keeps the tiny shape.
 train_shape=8x1024
 ((DRY)) && train_shape=4x64
-bench train_v151936 40 policy_bench wgpu f32 RSTAR_BENCH_TRAIN=$train_shape RSTAR_BENCH_REPS=1
-bench train_v32768 40 policy_bench wgpu f32 RSTAR_BENCH_TRAIN=$train_shape RSTAR_BENCH_REPS=1 RSTAR_BENCH_VOCAB=32768
+REPS=1 bench train_v151936 40 rstar wgpu f32 --train "$train_shape"
+REPS=1 bench train_v32768 40 rstar wgpu f32 --train "$train_shape" --vocab 32768
 
 tar czf "$OUT/gpu-logs.tgz" --exclude=checkpoints --exclude=cubecl-cache -C "$WORK" .
 tar czf "$OUT/cubecl-cache.tgz" -C "$CUBECL_CACHE" .

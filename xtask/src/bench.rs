@@ -20,11 +20,11 @@ const BENCHES: &[(&str, &str)] = &[
     ),
     (
         "policy",
-        "rstar-policy (flex) vs PyTorch on the same weights: prefill and decode tok/s, a training step (fwd+bwd)",
+        "rstar-policy (flex) vs PyTorch on the same weights (`rstar bench policy`; RSTAR_BENCH_REPS, RSTAR_BENCH_ROUNDS): prefill and decode tok/s, a training step (fwd+bwd)",
     ),
     (
         "policy-gpu",
-        "rstar-policy on a GPU vs PyTorch on CUDA, same weights: `bench policy-gpu [SHAPE] [BACKEND]`, SHAPE qwen3-0.6b (default) or tiny, BACKEND wgpu (default) or cuda (with fusion and autotune); RSTAR_BENCH_PRECISION=bf16 for mixed precision; needs a GPU and a CUDA PyTorch (RSTAR_PYTHON)",
+        "rstar-policy on a GPU vs PyTorch on CUDA, same weights (`rstar bench policy`): `bench policy-gpu [SHAPE] [BACKEND]`, SHAPE qwen3-0.6b (default) or tiny, BACKEND wgpu (default) or cuda (with fusion and autotune); RSTAR_BENCH_PRECISION=bf16 for mixed precision; needs a GPU and a CUDA PyTorch (RSTAR_PYTHON)",
     ),
     (
         "memory",
@@ -102,38 +102,46 @@ pub fn run(args: &[String]) -> Result<()> {
             )
         }
         "policy" | "policy-gpu" => {
-            // On a GPU the peer needs a CUDA build of PyTorch: the one RSTAR_PYTHON names, else
-            // the bench virtualenv's.
+            // `rstar bench policy` from the release build (rstar_policy::bench). On a GPU the
+            // peer needs a CUDA build of PyTorch: the one RSTAR_PYTHON names, else the bench
+            // virtualenv's.
             let gpu = name == "policy-gpu";
             let python = match std::env::var_os("RSTAR_PYTHON") {
                 Some(p) if gpu => std::path::PathBuf::from(p),
                 _ => crate::venv::ensure_bench()?,
             };
+            let (backend, features) = if gpu {
+                match args.get(2).map_or("wgpu", String::as_str) {
+                    "wgpu" => ("wgpu", "wgpu"),
+                    "cuda" => ("cuda", "cuda,fusion,autotune"),
+                    other => bail!(
+                        "bench policy-gpu: backend `{other}`, expected `wgpu` or `cuda` (tch: build rstar with --features tch against PyPI's torch, see xtask/gpu/device_check.sh)"
+                    ),
+                }
+            } else {
+                ("flex", "flex")
+            };
             let mut command = crate::util::cargo();
             command
-                .args([
-                    "bench",
-                    "-p",
-                    "rstar-policy",
-                    "--bench",
-                    "policy",
-                    "--features",
-                ])
-                .env("RSTAR_PYTHON", python);
-            let backend = args.get(2).map_or("wgpu", String::as_str);
-            command.arg(match (gpu, backend) {
-                (false, _) => "flex",
-                (true, "wgpu") => "flex,wgpu",
-                (true, "cuda") => "flex,cuda,fusion,autotune",
-                (true, other) => bail!(
-                    "bench policy-gpu: backend `{other}`, expected `wgpu` or `cuda` (tch: build the bench with --features flex,tch and LIBTORCH_USE_PYTORCH=1, see xtask/gpu/device_check.sh)"
-                ),
-            });
+                .args(["run", "--release", "-p", "rstar-cli", "--bin", "rstar"])
+                .args(["--features", features, "--", "bench", "policy"])
+                .arg("--python")
+                .arg(&python)
+                .args(["--backend", backend])
+                .arg("--peer")
+                .arg(crate::util::root().join("xtask/bench/policy_peer.py"));
             if gpu {
-                let shape = args.get(1).map_or("qwen3-0.6b", String::as_str);
-                command
-                    .env("RSTAR_BENCH_BACKEND", backend)
-                    .env("RSTAR_BENCH_SHAPE", shape);
+                command.args(["--shape", args.get(1).map_or("qwen3-0.6b", String::as_str)]);
+            }
+            // The knobs earlier versions read from the environment.
+            for (var, flag) in [
+                ("RSTAR_BENCH_REPS", "--reps"),
+                ("RSTAR_BENCH_PRECISION", "--precision"),
+                ("RSTAR_BENCH_ROUNDS", "--rounds"),
+            ] {
+                if let Ok(value) = std::env::var(var) {
+                    command.args([flag, &value]);
+                }
             }
             crate::util::step(
                 if gpu {

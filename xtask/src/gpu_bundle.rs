@@ -9,10 +9,10 @@
 //! compressed with xz (about a fifth of that) and `device_check.sh` unpacks them (with `xz`, or
 //! Python's `lzma` where there is no `xz`). It holds:
 //!
-//! - `rstar.xz`, the binary (`--backend wgpu|flex`);
-//! - `policy_bench.xz`, the policy bench against PyTorch (`--bench`, same weights checked first);
-//! - `policy_bench_tch.xz`, the same on burn-tch, when `LIBTORCH` names a LibTorch (PyPI's
-//!   torch 2.11.0 wheel's `torch` folder: the GPU machine's version);
+//! - `rstar.xz`, the binary (`--backend wgpu|flex`), whose `rstar bench policy` is the policy
+//!   bench against PyTorch (same weights checked first);
+//! - `rstar_tch.xz`, the same binary on burn-tch too (`--backend tch`), when `LIBTORCH` names a
+//!   LibTorch (PyPI's torch 2.11.0 wheel's `torch` folder: the GPU machine's version);
 //! - `device_check.sh` and `policy_peer.py`, the script the lent machine runs and the bench's
 //!   PyTorch side;
 //! - `SIZES`, what each file weighs.
@@ -40,39 +40,32 @@ pub fn run(args: &[String]) -> Result<()> {
         [dir] => PathBuf::from(dir),
         _ => bail!("usage: cargo xtask gpu-bundle [DIR]"),
     };
-    step(
-        "build rstar for the GPU bundle (profile gpu-bundle, wgpu with fusion and autotune)",
-        cargo().args([
-            "build",
-            "--profile",
-            PROFILE,
-            "-p",
-            "rstar-cli",
-            "--bin",
-            "rstar",
-            "--features",
-            FEATURES,
-        ]),
-    )?;
-    let bench = build_policy_bench(&format!("flex,{FEATURES}"), false)?;
     // With a LibTorch (`LIBTORCH`, e.g. the `torch` folder of PyPI's torch 2.11.0 wheel, the
-    // GPU machine's version), the bench on burn-tch too. torch-sys expects 2.9.0: its check is
-    // bypassed (its C++ wrapper compiles against 2.11.0). The CUDA libraries libtorch_cuda
-    // needs are on the GPU machine, not here: the link leaves them to the loader.
+    // GPU machine's version), an `rstar` on burn-tch too, built first: both builds write
+    // target/gpu-bundle/rstar. torch-sys expects 2.9.0: its check is bypassed (its C++
+    // wrapper compiles against 2.11.0). The CUDA libraries libtorch_cuda needs are on the GPU
+    // machine, not here: the link leaves them to the loader.
+    let built = target_dir().join(PROFILE).join("rstar");
     let tch = match std::env::var_os("LIBTORCH") {
-        Some(_) => Some(build_policy_bench("flex,tch", true)?),
+        Some(_) => {
+            build_rstar("tch", true)?;
+            let to = target_dir().join(PROFILE).join("rstar_tch");
+            std::fs::copy(&built, &to)
+                .with_context(|| format!("copying {} to {}", built.display(), to.display()))?;
+            Some(to)
+        }
         None => {
-            eprintln!("==> no LIBTORCH: the bundle has no policy_bench_tch");
+            eprintln!("==> no LIBTORCH: the bundle has no rstar_tch");
             None
         }
     };
+    build_rstar(FEATURES, false)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let _ = std::fs::remove_file(out.join("policy_bench_tch.xz"));
-    let binaries = [
-        Some((target_dir().join(PROFILE).join("rstar"), "rstar.xz")),
-        Some((bench, "policy_bench.xz")),
-        tch.map(|t| (t, "policy_bench_tch.xz")),
-    ];
+    // What an earlier layout or run left (the bench used to travel as its own binaries).
+    for stale in ["rstar_tch.xz", "policy_bench.xz", "policy_bench_tch.xz"] {
+        let _ = std::fs::remove_file(out.join(stale));
+    }
+    let binaries = [Some((built, "rstar.xz")), tch.map(|t| (t, "rstar_tch.xz"))];
     for (from, name) in binaries.into_iter().flatten() {
         xz(&from, &out.join(name))?;
     }
@@ -109,6 +102,34 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Builds `rstar` (flex, the policy bench among its subcommands, and `features`) in the bundle's
+/// profile. `tch`: against the LibTorch `LIBTORCH` names, its version check bypassed, its CUDA
+/// libraries left to the loader.
+fn build_rstar(features: &str, tch: bool) -> Result<()> {
+    let mut command = cargo();
+    command.args([
+        "rustc",
+        "--profile",
+        PROFILE,
+        "-p",
+        "rstar-cli",
+        "--bin",
+        "rstar",
+        "--features",
+        features,
+    ]);
+    if tch {
+        command
+            .env("LIBTORCH_BYPASS_VERSION_CHECK", "1")
+            .env("LIBTORCH_CXX11_ABI", "1")
+            .args(["--", "-C", "link-arg=-Wl,--allow-shlib-undefined"]);
+    }
+    step(
+        &format!("build rstar for the GPU bundle (profile {PROFILE}, features flex,{features})"),
+        &mut command,
+    )
+}
+
 /// `from` compressed with xz (preset 6, both cores) into `to`.
 fn xz(from: &Path, to: &Path) -> Result<()> {
     let file = std::fs::File::create(to).with_context(|| format!("creating {}", to.display()))?;
@@ -129,59 +150,6 @@ fn make_executable(path: &Path) -> Result<()> {
 
 fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
-}
-
-/// Builds `rstar-policy`'s `policy` bench in the bundle's profile with `features` and returns
-/// its executable (cargo names it with a hash; its JSON messages say which). `tch`: against the
-/// LibTorch `LIBTORCH` names, its version check bypassed, its CUDA libraries left to the loader.
-fn build_policy_bench(features: &str, tch: bool) -> Result<PathBuf> {
-    eprintln!("==> build the policy bench for the GPU bundle (features {features})");
-    let mut command = cargo();
-    command.args([
-        "rustc",
-        "--profile",
-        PROFILE,
-        "-p",
-        "rstar-policy",
-        "--bench",
-        "policy",
-        "--features",
-        features,
-        "--message-format",
-        "json-render-diagnostics",
-    ]);
-    if tch {
-        command
-            .env("LIBTORCH_BYPASS_VERSION_CHECK", "1")
-            .env("LIBTORCH_CXX11_ABI", "1")
-            .args(["--", "-C", "link-arg=-Wl,--allow-shlib-undefined"]);
-    }
-    let output = command.output().context("could not run cargo")?;
-    if !output.status.success() {
-        bail!(
-            "building the policy bench ({features}) failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    bench_executable(&String::from_utf8_lossy(&output.stdout))
-}
-
-/// The executable of the `policy` bench among cargo's JSON messages.
-fn bench_executable(messages: &str) -> Result<PathBuf> {
-    for line in messages.lines() {
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let is_bench = message["reason"] == "compiler-artifact"
-            && message["target"]["name"] == "policy"
-            && message["target"]["kind"]
-                .as_array()
-                .is_some_and(|k| k.iter().any(|k| k == "bench"));
-        if let (true, Some(exe)) = (is_bench, message["executable"].as_str()) {
-            return Ok(PathBuf::from(exe));
-        }
-    }
-    bail!("cargo built no `policy` bench executable")
 }
 
 /// A line per file (`bytes  MiB  name`) and the total.
@@ -224,23 +192,6 @@ fn check_size(total: u64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_bench_executable_is_read_from_cargo_s_messages() {
-        let messages = [
-            r#"{"reason":"compiler-artifact","target":{"name":"policy","kind":["lib"]},"executable":null}"#,
-            "not json",
-            r#"{"reason":"compiler-artifact","target":{"name":"memory","kind":["bench"]},"executable":"/t/memory-1"}"#,
-            r#"{"reason":"compiler-artifact","target":{"name":"policy","kind":["bench"]},"executable":"/t/policy-2"}"#,
-            r#"{"reason":"build-finished","success":true}"#,
-        ]
-        .join("\n");
-        assert_eq!(
-            bench_executable(&messages).unwrap(),
-            PathBuf::from("/t/policy-2")
-        );
-        assert!(bench_executable(r#"{"reason":"build-finished"}"#).is_err());
-    }
 
     #[test]
     fn a_bundle_at_the_limit_is_refused() {

@@ -7,19 +7,26 @@ use burn::tensor::Device;
 /// The `--backend` help text shared by the subcommands.
 pub const HELP: &str = "The Burn backend: `flex` (CPU), `wgpu`, `cuda`, `tch` (LibTorch on CUDA; each needs a build with its feature) or `gpu` (the GPU backend docs/benchmarks.md measured fastest; `wgpu` until measured)";
 
+/// The backend `--backend` names: `gpu` resolved to the one it stands for, the others as given.
+pub fn resolved(backend: &str) -> &str {
+    match backend {
+        // The fastest GPU backend measured (docs/benchmarks.md, "policy-gpu"). The comparison of
+        // wgpu, cuda and tch on an H200 has not run yet, so this is wgpu, the one measured.
+        "gpu" => "wgpu",
+        other => other,
+    }
+}
+
 /// The Burn device of `--backend`.
 ///
 /// # Errors
 /// An unknown name, or a backend whose feature this build lacks (naming the rebuild command).
 pub fn device_of(backend: &str) -> anyhow::Result<Device> {
-    match backend {
+    match resolved(backend) {
         "flex" => flex_device(),
         "wgpu" => wgpu_device(),
         "cuda" => cuda_device(),
         "tch" => tch_device(),
-        // The fastest GPU backend measured (docs/benchmarks.md, "policy-gpu"). The comparison of
-        // wgpu, cuda and tch on an H200 has not run yet, so this is wgpu, the one measured.
-        "gpu" => wgpu_device(),
         other => bail!(
             "--backend is `{other}`, expected `flex`, `wgpu`, `cuda`, `tch` or `gpu` (= `wgpu` until measured)"
         ),

@@ -23,6 +23,7 @@ use clap::{Parser, Subcommand};
 
 mod analyze;
 pub mod backend;
+mod bench;
 mod compare;
 mod curriculum;
 mod eval;
@@ -91,6 +92,8 @@ pub enum Command {
     Report(report::Args),
     /// LoRA adapters in PEFT's layout: `merge` folds one into its base as a plain HF directory.
     Lora(lora::Args),
+    /// Measure against the peer stack: `policy` runs prefill, decode and a training step beside PyTorch on the same weights.
+    Bench(bench::Args),
 }
 
 /// Parses the process arguments, runs the chosen subcommand and maps errors to
@@ -115,6 +118,7 @@ pub fn main() -> ExitCode {
         Command::Tasks(args) => tasks::run(args),
         Command::Report(args) => report::run(args),
         Command::Lora(args) => lora::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -53,6 +53,8 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+#[cfg(feature = "flex")]
+pub mod bench;
 pub mod checkpoint;
 pub mod config;
 pub mod digest;
