@@ -714,6 +714,28 @@ impl DecoderLayer {
 impl Mlp {
     fn forward(&self, x: Tensor<3>, pass: &Pass<'_>) -> Tensor<3> {
         let fused = pass.fused_norms;
+        // Training on flex without adapters on the gate and up projections: the two as one
+        // product over `[W_gate | W_up]`, and SwiGLU reading it side by side (one product, one
+        // input gradient, one weight gradient, where two of each and a sum were).
+        #[cfg(feature = "flex")]
+        if fused
+            && x.is_autodiff()
+            && crate::fused::runs_on(&x)
+            && pass.lora.is_none_or(|(layer, _)| {
+                layer.get(Target::GateProj).is_none() && layer.get(Target::UpProj).is_none()
+            })
+        {
+            let w = Tensor::cat(
+                vec![
+                    weight(&self.gate_proj, pass.dtype),
+                    weight(&self.up_proj, pass.dtype),
+                ],
+                1,
+            );
+            if let Some(product) = crate::fused::swiglu_packed(&linear(x.clone(), w, None)) {
+                return project(product, &self.down_proj, None, pass, Target::DownProj);
+            }
+        }
         let gate = project(x.clone(), &self.gate_proj, None, pass, Target::GateProj);
         let up = project(x, &self.up_proj, None, pass, Target::UpProj);
         #[cfg(feature = "flex")]

@@ -186,6 +186,54 @@ multiversion! {
 }
 
 multiversion! {
+    /// [`swiglu`] of the gate and up projections side by side: each row of `gu` is
+    /// `[gate (width) | up (width)]`, each row of the result `silu(gate) · up` (`width` wide).
+    pub(crate) fn swiglu_packed(gu: &[f32], width: usize) -> Vec<f32> {
+        let rows = gu.len() / (2 * width);
+        let mut z = vec![0.0; rows * width];
+        let per_task = (16_384 / width).max(1);
+        z.par_chunks_mut(per_task * width)
+            .zip(gu.par_chunks(per_task * 2 * width))
+            .for_each(|(z, gu)| {
+                for (z, gu) in z.chunks_mut(width).zip(gu.chunks(2 * width)) {
+                    let (g, u) = gu.split_at(width);
+                    for ((z, &g), &u) in z.iter_mut().zip(g).zip(u) {
+                        *z = g * sigmoid(g) * u;
+                    }
+                }
+            });
+        z
+    }
+}
+
+multiversion! {
+    /// The backward of [`swiglu_packed`]: rows `[dgate | dup]` as [`swiglu_backward`] gives them.
+    pub(crate) fn swiglu_packed_backward(gu: &[f32], dz: &[f32], width: usize) -> Vec<f32> {
+        let mut dgu = vec![0.0; gu.len()];
+        let per_task = (16_384 / width).max(1);
+        dgu.par_chunks_mut(per_task * 2 * width)
+            .zip(gu.par_chunks(per_task * 2 * width))
+            .zip(dz.par_chunks(per_task * width))
+            .for_each(|((dgu, gu), dz)| {
+                for ((dgu, gu), dz) in dgu
+                    .chunks_mut(2 * width)
+                    .zip(gu.chunks(2 * width))
+                    .zip(dz.chunks(width))
+                {
+                    let (dg, du) = dgu.split_at_mut(width);
+                    let (g, u) = gu.split_at(width);
+                    for ((((dg, du), &g), &u), &dz) in dg.iter_mut().zip(du).zip(g).zip(u).zip(dz) {
+                        let s = sigmoid(g);
+                        *du = dz * g * s;
+                        *dg = dz * u * s * (1.0 + g * (1.0 - s));
+                    }
+                }
+            });
+        dgu
+    }
+}
+
+multiversion! {
     /// Rotary embedding in the rotate-half layout, moving heads before positions:
     /// `x [b, t, heads, hd]` → `y [b, heads, t, hd]` with
     /// `y[j] = x[j]·cos[j] + x[j ± hd/2]·sin[j]` (`sin` carries rotate-half's sign, as
@@ -639,6 +687,33 @@ mod tests {
         assert_close(&du, &numeric(|u| swiglu(&g, u), &u, &dz), 2e-2, "du");
     }
 
+    /// The packed form (`[gate | up]` per row) gives the separate form's bits, both ways.
+    #[test]
+    fn packed_swiglu_is_swiglu_of_the_two_halves_bit_for_bit() {
+        for (rows, width) in [(1, 1), (3, 7), (5, 384), (41, 500)] {
+            let g = values(rows * width, 21, 4.0);
+            let u = values(rows * width, 22, 2.0);
+            let dz = values(rows * width, 23, 1.0);
+            let gu: Vec<f32> = g
+                .chunks(width)
+                .zip(u.chunks(width))
+                .flat_map(|(g, u)| g.iter().chain(u).copied())
+                .collect();
+            assert_eq!(swiglu_packed(&gu, width), swiglu(&g, &u), "{rows}x{width}");
+            let (dg, du) = swiglu_backward(&g, &u, &dz);
+            let want: Vec<f32> = dg
+                .chunks(width)
+                .zip(du.chunks(width))
+                .flat_map(|(g, u)| g.iter().chain(u).copied())
+                .collect();
+            assert_eq!(
+                swiglu_packed_backward(&gu, &dz, width),
+                want,
+                "{rows}x{width}"
+            );
+        }
+    }
+
     #[test]
     fn rope_moves_heads_and_its_backward_is_the_transpose() {
         let dims = [2, 3, 2, 4];
@@ -847,6 +922,8 @@ mod tests {
             let (dx, dw) = rms_norm_backward(&x, &w, &inv, &dy);
             let z = swiglu(&x, &dy);
             let (dg, du) = swiglu_backward(&x, &dy, &w.repeat(rows));
+            let zp = swiglu_packed(&x, n / 2);
+            let dgu = swiglu_packed_backward(&x, &dy[..rows * n / 2], n / 2);
             let r = rope(&rx, &cos, &sin, dims);
             let dr = rope_backward(&r, &cos, &sin, [2, 5, 3, 24]);
             let mut p = scores.clone();
@@ -854,7 +931,7 @@ mod tests {
             let mut dp = scores.clone();
             causal_softmax_backward(&p, &mut dp, t, 0.25);
             let a = cached_attention(&q, &kv, &vv, &[0, 3], [2, 4, 2, 1, 7, 16], 0.25);
-            [y, inv, dx, dw, z, dg, du, r, dr, p, dp, a].map(|v| bits(&v))
+            [y, inv, dx, dw, z, dg, du, zp, dgu, r, dr, p, dp, a].map(|v| bits(&v))
         };
         let best = detected();
         let mut levels = vec![Level::Base];

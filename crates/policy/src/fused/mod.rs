@@ -55,6 +55,12 @@ fn prim<const D: usize>(t: &Tensor<D>) -> Option<Prim> {
     t.clone().try_into_primitive::<Flex>().ok().map(Prim::Plain)
 }
 
+/// Whether the kernels run on `t` (an `f32` tensor on flex, plain or tracked): for a caller that
+/// must choose its path before it has the kernels' input.
+pub(crate) fn runs_on<const D: usize>(t: &Tensor<D>) -> bool {
+    prim(t).is_some()
+}
+
 /// The contiguous `f32` data of a flex tensor (a copy only when it is a strided view).
 fn host(t: &FlexTensor) -> std::borrow::Cow<'_, [f32]> {
     match t.as_slice::<f32>() {
@@ -221,6 +227,47 @@ impl Backward<Flex, 2> for Swiglu {
         let [pg, pu] = ops.parents;
         register!(grads, pg, flex(dg, &shape));
         register!(grads, pu, flex(du, &shape));
+    }
+}
+
+/// [`swiglu`] of the gate and up projections computed as one product: the last axis of `gu` is
+/// `[gate | up]` (even), the result's is half as wide.
+pub(crate) fn swiglu_packed<const D: usize>(gu: &Tensor<D>) -> Option<Tensor<D>> {
+    let dims = gu.dims();
+    let width = dims[D - 1] / 2;
+    if width == 0 || !dims[D - 1].is_multiple_of(2) {
+        return None;
+    }
+    let mut out_shape = dims.to_vec();
+    out_shape[D - 1] = width;
+    match prim(gu)? {
+        Prim::Plain(gu) => {
+            let z = kernels::swiglu_packed(&host(&gu), width);
+            Some(Tensor::from_primitive::<Flex>(flex(z, &out_shape)))
+        }
+        Prim::Tracked(gu) => {
+            let out = record(SwigluPacked, [&gu], || {
+                let gp = gu.primitive().clone();
+                let z = flex(kernels::swiglu_packed(&host(&gp), width), &out_shape);
+                (z, (gp, width))
+            });
+            Some(Tensor::from_primitive::<Ad>(out))
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SwigluPacked;
+
+impl Backward<Flex, 1> for SwigluPacked {
+    type State = (FlexTensor, usize);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dz = grads.consume::<Flex>(&ops.node);
+        let (gu, width) = ops.state;
+        let dgu = kernels::swiglu_packed_backward(&host(&gu), &host(&dz), width);
+        let [p] = ops.parents;
+        register!(grads, p, flex(dgu, &shape_of(&gu)));
     }
 }
 
