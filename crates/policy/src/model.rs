@@ -1,6 +1,8 @@
 //! The Qwen2/Qwen3 decoder: embedding, RMSNorm, RoPE, grouped-query
 //! attention, SwiGLU, and a KV cache.
 
+use std::cell::OnceCell;
+
 use burn::module::{Module, Param};
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::module::{attention, linear};
@@ -584,7 +586,6 @@ impl Qwen {
     ) -> PassContext {
         assert_eq!(pads.len(), batch, "one pad count per row");
         let c = &self.config;
-        let total = offset + seq;
 
         // Positions per row and slot, as floats for the RoPE angles.
         let mut pos = Vec::with_capacity(batch * seq);
@@ -609,25 +610,17 @@ impl Qwen {
         let (cos, sin) = rope_tables(c, pos, batch, seq, device);
         let (cos, sin) = (cos.cast(dtype), sin.cast(dtype));
 
-        // Additive mask `[batch or 1, 1, seq, total]`; none for one unpadded new token.
-        let any_pad = pads.iter().any(|&p| p > 0);
-        let bias = if !any_pad && seq == 1 {
-            None
-        } else {
-            let rows = if any_pad { batch } else { 1 };
-            let mut m = Vec::with_capacity(rows * seq * total);
-            for &p in &pads[..rows] {
-                for i in 0..seq {
-                    for j in 0..total {
-                        let masked = j > offset + i || j < p;
-                        m.push(if masked { MASKED } else { 0.0 });
-                    }
-                }
-            }
-            Some(
-                Tensor::<4>::from_data(TensorData::new(m, [rows, 1, seq, total]), device)
-                    .cast(dtype),
-            )
+        // The additive mask, built when a composed attention first asks for it: the fused
+        // kernels (training's causal attention, inference's attention over the cache) take the
+        // causal structure and each row's padding without one, and at 8 padded rows of 2 048
+        // tokens it would be 134 MB built one float at a time.
+        let bias = Mask {
+            cell: OnceCell::new(),
+            pads: pads.to_vec(),
+            offset,
+            seq,
+            device: device.clone(),
+            dtype,
         };
         PassContext {
             cos,
@@ -662,7 +655,7 @@ impl Qwen {
         let pass = Pass {
             cos: &context.cos,
             sin: &context.sin,
-            bias: context.bias.as_ref(),
+            bias: &context.bias,
             c: &self.config,
             dtype: context.dtype,
             fused_norms: context.fused_norms,
@@ -680,11 +673,59 @@ impl Qwen {
     }
 }
 
+/// The additive attention mask of one pass, `[batch or 1, 1, seq, total]` (0 where a query may
+/// look, [`MASKED`] at the future and at each row's padding; none for one unpadded new token),
+/// built on first use.
+pub(crate) struct Mask {
+    cell: OnceCell<Option<Tensor<4>>>,
+    pads: Vec<usize>,
+    offset: usize,
+    seq: usize,
+    device: Device,
+    dtype: FloatDType,
+}
+
+impl Mask {
+    /// The mask, built now if no layer asked for it before.
+    fn get(&self) -> Option<&Tensor<4>> {
+        self.cell
+            .get_or_init(|| {
+                let (pads, offset, seq) = (&self.pads, self.offset, self.seq);
+                let total = offset + seq;
+                let any_pad = pads.iter().any(|&p| p > 0);
+                if !any_pad && seq == 1 {
+                    return None;
+                }
+                let rows = if any_pad { pads.len() } else { 1 };
+                let mut m = Vec::with_capacity(rows * seq * total);
+                for &p in &pads[..rows] {
+                    for i in 0..seq {
+                        for j in 0..total {
+                            let masked = j > offset + i || j < p;
+                            m.push(if masked { MASKED } else { 0.0 });
+                        }
+                    }
+                }
+                Some(
+                    Tensor::<4>::from_data(TensorData::new(m, [rows, 1, seq, total]), &self.device)
+                        .cast(self.dtype),
+                )
+            })
+            .as_ref()
+    }
+
+    /// Whether a layer asked for it.
+    #[cfg(test)]
+    pub(crate) fn built(&self) -> bool {
+        self.cell.get().is_some()
+    }
+}
+
 /// What the layers of one pass share: [`Qwen::pass_context`].
 pub(crate) struct PassContext {
     cos: Tensor<4>,
     sin: Tensor<4>,
-    bias: Option<Tensor<4>>,
+    pub(crate) bias: Mask,
     dtype: FloatDType,
     fused_norms: bool,
     host_tables: Option<HostTables>,
@@ -864,7 +905,7 @@ impl Attention {
                         .reshape([b, h, tk, hd])
                 }
             };
-            let bias = bias.map(|m| m.clone().expand([b, h, t, tk]));
+            let bias = bias.get().map(|m| m.clone().expand([b, h, t, tk]));
             let out = attention(
                 q,
                 expand(k),
@@ -885,7 +926,7 @@ impl Attention {
             .reshape([b, kvh, g * t, hd]);
         let scores = q.matmul(k.swap_dims(2, 3)); // [b, kvh, g·t, tk]
         let mut scores = scores.reshape([b, h, t, tk]);
-        if let Some(bias) = bias {
+        if let Some(bias) = bias.get() {
             scores = scores + bias.clone();
         }
         let probs = softmax(scores, 3).reshape([b, kvh, g * t, tk]);
@@ -921,14 +962,18 @@ fn project(
 struct Pass<'a> {
     cos: &'a Tensor<4>,
     sin: &'a Tensor<4>,
-    bias: Option<&'a Tensor<4>>,
+    bias: &'a Mask,
     c: &'a QwenConfig,
     dtype: FloatDType,
     /// Whether RMSNorm and SwiGLU try the fused kernels.
     fused_norms: bool,
     /// RoPE's host tables when RoPE and attention try the fused kernels.
     host_tables: Option<&'a HostTables>,
-    /// Each row's left padding.
+    /// Each row's left padding (for the fused attention over the cache).
+    #[cfg_attr(
+        not(feature = "flex"),
+        allow(dead_code, reason = "only the flex kernels read it")
+    )]
     pads: &'a [usize],
     /// This layer's adapters and their scale, with LoRA.
     lora: Option<(&'a LayerLora, f64)>,

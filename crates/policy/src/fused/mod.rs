@@ -691,4 +691,29 @@ mod tests {
         };
         close(&run(&fused), &run(&composed), "padded cached hidden states");
     }
+
+    /// The additive mask is built only for a composed attention: a padded prefill on the fused
+    /// path (and an unpadded training pass) never builds it, the composed path does.
+    #[test]
+    fn only_the_composed_attention_builds_a_mask() {
+        let device = Device::flex();
+        let config = QwenConfig::test_tiny(40);
+        for (device, pads) in [(device.clone(), [0, 3]), (device.autodiff(), [0, 0])] {
+            for fused in [true, false] {
+                let m = model(config.clone(), &device).with_fused_kernels(fused);
+                let context = m.pass_context(&device, 2, 9, &pads, 0);
+                let mut x = m.embed(tokens(2, 9, 40, &device));
+                for l in 0..m.layers.len() {
+                    x = m.layer_forward(l, x, &context, None);
+                }
+                assert_eq!(x.dims(), [2, 9, config.hidden_size]);
+                assert_eq!(
+                    context.bias.built(),
+                    !fused,
+                    "fused {fused}, autodiff {}",
+                    device.is_autodiff()
+                );
+            }
+        }
+    }
 }
