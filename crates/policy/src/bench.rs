@@ -371,8 +371,7 @@ pub fn run(
         }
     );
 
-    // The PyTorch peer on the same weights, first: its check logits decide whether our figures
-    // mean anything before any of them is taken.
+    // The weights the peer loads, and the workloads it runs.
     let dir = tempfile::tempdir()
         .map_err(|e| BenchError(format!("a temporary directory for the weights: {e}")))?;
     save_dir(&model, &tokenizer, dir.path(), WeightDtype::F32)
