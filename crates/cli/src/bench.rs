@@ -106,6 +106,7 @@ fn policy(args: PolicyArgs) -> Result<()> {
     let exe = std::env::current_exe().ok();
     let peer = peer_script(args.peer, exe.as_deref(), &std::env::current_dir()?)?;
     anyhow::ensure!(args.reps >= 1, "--reps 0: at least one repetition");
+    anyhow::ensure!(args.rounds != Some(0), "--rounds 0: at least one round");
     let options = BenchOptions {
         backend: crate::backend::resolved(&args.backend).to_string(),
         shape: args

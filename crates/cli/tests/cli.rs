@@ -16,6 +16,7 @@ mod cli {
 
     mod analyze;
     mod basics;
+    mod bench;
     mod compare;
     mod curriculum;
     mod eval;
