@@ -48,7 +48,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let built = target_dir().join(PROFILE).join("rstar");
     let tch = match std::env::var_os("LIBTORCH") {
         Some(_) => {
-            build_rstar("tch", true)?;
+            build_rstar("tch")?;
             let to = target_dir().join(PROFILE).join("rstar_tch");
             std::fs::copy(&built, &to)
                 .with_context(|| format!("copying {} to {}", built.display(), to.display()))?;
@@ -59,7 +59,7 @@ pub fn run(args: &[String]) -> Result<()> {
             None
         }
     };
-    build_rstar(FEATURES, false)?;
+    build_rstar(FEATURES)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     // What an earlier layout or run left (the bench used to travel as its own binaries).
     for stale in ["rstar_tch.xz", "policy_bench.xz", "policy_bench_tch.xz"] {
@@ -103,9 +103,9 @@ pub fn run(args: &[String]) -> Result<()> {
 }
 
 /// Builds `rstar` (flex, the policy bench among its subcommands, and `features`) in the bundle's
-/// profile. `tch`: against the LibTorch `LIBTORCH` names, its version check bypassed, its CUDA
-/// libraries left to the loader.
-fn build_rstar(features: &str, tch: bool) -> Result<()> {
+/// profile. With `tch`: against the LibTorch `LIBTORCH` names, its version check bypassed, its
+/// CUDA libraries left to the loader.
+fn build_rstar(features: &str) -> Result<()> {
     let mut command = cargo();
     command.args([
         "rustc",
@@ -118,7 +118,7 @@ fn build_rstar(features: &str, tch: bool) -> Result<()> {
         "--features",
         features,
     ]);
-    if tch {
+    if features.split(',').any(|f| f == "tch") {
         command
             .env("LIBTORCH_BYPASS_VERSION_CHECK", "1")
             .env("LIBTORCH_CXX11_ABI", "1")

@@ -616,7 +616,6 @@ impl Qwen {
         // tokens it would be 134 MB built one float at a time.
         let bias = Mask {
             cell: OnceCell::new(),
-            pads: pads.to_vec(),
             offset,
             seq,
             device: device.clone(),
@@ -675,10 +674,9 @@ impl Qwen {
 
 /// The additive attention mask of one pass, `[batch or 1, 1, seq, total]` (0 where a query may
 /// look, [`MASKED`] at the future and at each row's padding; none for one unpadded new token),
-/// built on first use.
+/// built on first use from the pass's padding.
 pub(crate) struct Mask {
     cell: OnceCell<Option<Tensor<4>>>,
-    pads: Vec<usize>,
     offset: usize,
     seq: usize,
     device: Device,
@@ -686,11 +684,11 @@ pub(crate) struct Mask {
 }
 
 impl Mask {
-    /// The mask, built now if no layer asked for it before.
-    fn get(&self) -> Option<&Tensor<4>> {
+    /// The mask for rows with `pads` (the pass's), built now if no layer asked for it before.
+    fn get(&self, pads: &[usize]) -> Option<&Tensor<4>> {
         self.cell
             .get_or_init(|| {
-                let (pads, offset, seq) = (&self.pads, self.offset, self.seq);
+                let (offset, seq) = (self.offset, self.seq);
                 let total = offset + seq;
                 let any_pad = pads.iter().any(|&p| p > 0);
                 if !any_pad && seq == 1 {
@@ -905,7 +903,7 @@ impl Attention {
                         .reshape([b, h, tk, hd])
                 }
             };
-            let bias = bias.get().map(|m| m.clone().expand([b, h, t, tk]));
+            let bias = bias.get(pass.pads).map(|m| m.clone().expand([b, h, t, tk]));
             let out = attention(
                 q,
                 expand(k),
@@ -926,7 +924,7 @@ impl Attention {
             .reshape([b, kvh, g * t, hd]);
         let scores = q.matmul(k.swap_dims(2, 3)); // [b, kvh, g·t, tk]
         let mut scores = scores.reshape([b, h, t, tk]);
-        if let Some(bias) = bias.get() {
+        if let Some(bias) = bias.get(pass.pads) {
             scores = scores + bias.clone();
         }
         let probs = softmax(scores, 3).reshape([b, kvh, g * t, tk]);
@@ -969,11 +967,7 @@ struct Pass<'a> {
     fused_norms: bool,
     /// RoPE's host tables when RoPE and attention try the fused kernels.
     host_tables: Option<&'a HostTables>,
-    /// Each row's left padding (for the fused attention over the cache).
-    #[cfg_attr(
-        not(feature = "flex"),
-        allow(dead_code, reason = "only the flex kernels read it")
-    )]
+    /// Each row's left padding.
     pads: &'a [usize],
     /// This layer's adapters and their scale, with LoRA.
     lora: Option<(&'a LayerLora, f64)>,

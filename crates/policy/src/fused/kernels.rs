@@ -150,6 +150,21 @@ multiversion! {
     }
 }
 
+/// SwiGLU at one element, `silu(g) · u` (shared by [`swiglu`] and [`swiglu_packed`]).
+#[inline(always)]
+fn swiglu_at(g: f32, u: f32) -> f32 {
+    g * sigmoid(g) * u
+}
+
+/// SwiGLU's input gradients at one element: `(dg, du)` for gate `g`, up `u` and output
+/// gradient `dz` (shared by [`swiglu_backward`] and [`swiglu_packed_backward`], whose bits must
+/// agree).
+#[inline(always)]
+fn swiglu_grads(g: f32, u: f32, dz: f32) -> (f32, f32) {
+    let s = sigmoid(g);
+    (dz * u * s * (1.0 + g * (1.0 - s)), dz * g * s)
+}
+
 multiversion! {
     /// SwiGLU's product: `silu(g) · u`.
     pub(crate) fn swiglu(g: &[f32], u: &[f32]) -> Vec<f32> {
@@ -158,7 +173,7 @@ multiversion! {
             .zip(g.par_chunks(16_384).zip(u.par_chunks(16_384)))
             .for_each(|(z, (g, u))| {
                 for ((z, &g), &u) in z.iter_mut().zip(g).zip(u) {
-                    *z = g * sigmoid(g) * u;
+                    *z = swiglu_at(g, u);
                 }
             });
         z
@@ -176,9 +191,7 @@ multiversion! {
             .zip(dz.par_chunks(16_384))
             .for_each(|(((dg, du), (g, u)), dz)| {
                 for ((((dg, du), &g), &u), &dz) in dg.iter_mut().zip(du).zip(g).zip(u).zip(dz) {
-                    let s = sigmoid(g);
-                    *du = dz * g * s;
-                    *dg = dz * u * s * (1.0 + g * (1.0 - s));
+                    (*dg, *du) = swiglu_grads(g, u, dz);
                 }
             });
         (dg, du)
@@ -198,7 +211,7 @@ multiversion! {
                 for (z, gu) in z.chunks_mut(width).zip(gu.chunks(2 * width)) {
                     let (g, u) = gu.split_at(width);
                     for ((z, &g), &u) in z.iter_mut().zip(g).zip(u) {
-                        *z = g * sigmoid(g) * u;
+                        *z = swiglu_at(g, u);
                     }
                 }
             });
@@ -223,9 +236,7 @@ multiversion! {
                     let (dg, du) = dgu.split_at_mut(width);
                     let (g, u) = gu.split_at(width);
                     for ((((dg, du), &g), &u), &dz) in dg.iter_mut().zip(du).zip(g).zip(u).zip(dz) {
-                        let s = sigmoid(g);
-                        *du = dz * g * s;
-                        *dg = dz * u * s * (1.0 + g * (1.0 - s));
+                        (*dg, *du) = swiglu_grads(g, u, dz);
                     }
                 }
             });
