@@ -70,6 +70,12 @@ fn linted_test(driver: &Path) -> Command {
         "CLIPPY_ARGS",
         "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
     );
+    // No incremental state: CI builds once from a clean checkout and never reuses it, and
+    // it is gigabytes (a run on 2026-12-07 filled CI's disk while compiling). A caller who
+    // sets `CARGO_INCREMENTAL` keeps their choice.
+    if std::env::var_os("CARGO_INCREMENTAL").is_none() {
+        cmd.env("CARGO_INCREMENTAL", "0");
+    }
     cmd
 }
 
