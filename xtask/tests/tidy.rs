@@ -1345,6 +1345,10 @@ const UNSAFE_FILES: &[(&str, &str)] = &[
         "calling a kernel's #[target_feature] copy once the CPU was found to have its features",
     ),
     (
+        "crates/policy/src/fused/gemm.rs",
+        "the `gemm` crate takes raw pointers and strides; one call, after bounds checks",
+    ),
+    (
         "crates/testdata/src/alloc.rs",
         "a counting `GlobalAlloc` implements an unsafe trait (the memory test and benchmark)",
     ),

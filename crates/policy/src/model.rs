@@ -713,7 +713,7 @@ impl Mask {
     }
 
     /// Whether a layer asked for it.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "flex"))]
     pub(crate) fn built(&self) -> bool {
         self.cell.get().is_some()
     }

@@ -7,8 +7,9 @@
 //! cores that overhead cost more than the matmuls (`docs/benchmarks.md`, "policy"). Here each
 //! is one op: [`rms_norm`], [`swiglu`], [`rope`] and [`causal_attention`] run the
 //! loops of `kernels` (rayon over rows, a vectorisable polynomial `exp`, the causal half
-//! only) and the attention's matmuls through flex's GEMM. On an autodiff device they record
-//! one node each whose backward is written out in `kernels`. [`cached_attention`] is
+//! only) and the attention's matmuls through the GEMM flex runs, over the causal blocks only
+//! ([`causal`]). On an autodiff device they record one node each whose backward is written
+//! out in `kernels`. [`cached_attention`] is
 //! inference's attention over the KV cache (a prefill, a decoding step), one loop per token.
 //!
 //! Every function returns `None` when its inputs are not `f32` tensors on `flex` (plain or
@@ -17,7 +18,9 @@
 //! [`crate::Qwen::with_fused_kernels`] turned them off; the tests below compare every
 //! parameter's gradient with them on and off.
 
+mod causal;
 pub mod cpu;
+mod gemm;
 mod kernels;
 
 use std::fmt;
@@ -72,15 +75,6 @@ fn host(t: &FlexTensor) -> std::borrow::Cow<'_, [f32]> {
                 .to_vec(),
         ),
     }
-}
-
-/// The elements of a tensor this op just made, mutably (made contiguous first if it is not).
-fn elements_mut(t: &mut FlexTensor) -> &mut [f32] {
-    if !(t.is_contiguous() && t.layout().start_offset() == 0) {
-        *t = t.to_contiguous();
-    }
-    let n = t.layout().shape().num_elements();
-    &mut t.storage_mut::<f32>()[..n]
 }
 
 fn flex(data: Vec<f32>, shape: &[usize]) -> FlexTensor {
@@ -424,7 +418,7 @@ impl Geometry {
 type F = Flex;
 
 /// The forward: the output `[b, t, heads·hd]`, and the grouped queries and probabilities the
-/// backward needs.
+/// backward needs. The products run over the causal blocks only ([`causal`]).
 fn attention_forward(
     geometry: &Geometry,
     q: FlexTensor,
@@ -432,15 +426,23 @@ fn attention_forward(
     v: &FlexTensor,
 ) -> (FlexTensor, (FlexTensor, FlexTensor)) {
     let Geometry {
-        b, h, t, hd, scale, ..
+        b,
+        h,
+        kvh,
+        t,
+        hd,
+        scale,
     } = *geometry;
+    let (mats, g) = (b * h, h / kvh);
     let qg = F::float_reshape(q, geometry.grouped());
-    let scores = F::float_matmul(qg.clone(), F::float_swap_dims(k.clone(), 2, 3));
-    let mut p = scores;
-    kernels::causal_softmax(elements_mut(&mut p), t, scale);
-    let o = F::float_matmul(p.clone(), v.clone());
-    let out = kernels::heads_last(&host(&o), [b, h, t, hd]);
-    (flex(out, &[b, t, h * hd]), (qg, p))
+    let mut p = causal::scores(&host(&qg), &host(k), mats, g, t, hd);
+    kernels::causal_softmax(&mut p, t, scale);
+    let o = causal::weighted(&p, &host(v), mats, g, t, hd);
+    let out = kernels::heads_last(&o, [b, h, t, hd]);
+    (
+        flex(out, &[b, t, h * hd]),
+        (qg, flex(p, &[b, kvh, g * t, t])),
+    )
 }
 
 #[derive(Debug)]
@@ -475,28 +477,24 @@ impl Backward<Flex, 3> for Attention {
             hd,
             scale,
         } = geometry;
-        let d_o = flex(
-            kernels::heads_first(&host(&dout), [b, h, t, hd]),
-            &[b, kvh, h / kvh * t, hd],
-        );
+        let (mats, g) = (b * h, h / kvh);
+        // `[b, heads, t, hd]`: the grouped layout, query head `kv·g + j` after `kv·g + j − 1`.
+        let d_o = kernels::heads_first(&host(&dout), [b, h, t, hd]);
+        let p = host(&p);
         let [pq, pk, pv] = ops.parents;
         if pv.is_some() {
-            let dv = F::float_matmul(F::float_swap_dims(p.clone(), 2, 3), d_o.clone());
-            register!(grads, pv, dv);
+            let dv = causal::transposed(&p, &d_o, mats, g, t, hd);
+            register!(grads, pv, flex(dv, &[b, kvh, t, hd]));
         }
-        let mut ds = F::float_matmul(d_o, F::float_swap_dims(v, 2, 3));
-        kernels::causal_softmax_backward(&host(&p), elements_mut(&mut ds), t, scale);
+        let mut ds = causal::scores(&d_o, &host(&v), mats, g, t, hd);
+        kernels::causal_softmax_backward(&p, &mut ds, t, scale);
         if pk.is_some() {
-            let dk = F::float_matmul(F::float_swap_dims(ds.clone(), 2, 3), qg);
-            register!(grads, pk, dk);
+            let dk = causal::transposed(&ds, &host(&qg), mats, g, t, hd);
+            register!(grads, pk, flex(dk, &[b, kvh, t, hd]));
         }
         if pq.is_some() {
-            let dq = F::float_matmul(ds, k);
-            register!(
-                grads,
-                pq,
-                F::float_reshape(dq, Shape::from(vec![b, h, t, hd]))
-            );
+            let dq = causal::weighted(&ds, &host(&k), mats, g, t, hd);
+            register!(grads, pq, flex(dq, &[b, h, t, hd]));
         }
     }
 }
