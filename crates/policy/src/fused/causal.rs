@@ -136,7 +136,7 @@ pub(crate) fn transposed(
 /// Panics unless the geometry is one these products take and the buffers have its sizes.
 fn check(mats: usize, g: usize, t: usize, d: usize, sizes: [(usize, usize); 2]) {
     assert!(
-        g > 0 && mats % g == 0 && t > 0 && d > 0,
+        g > 0 && mats.is_multiple_of(g) && t > 0 && d > 0,
         "causal products: {mats} matrices in groups of {g}, t = {t}, d = {d}"
     );
     for (got, want) in sizes {
