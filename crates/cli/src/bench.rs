@@ -45,6 +45,10 @@ pub struct PolicyArgs {
     /// Another training batch than the shape's, `BxT` (e.g. `8x1024`).
     #[arg(long, value_name = "BxT")]
     pub train: Option<String>,
+    /// Another decoding workload than the shape's, `RxPxS`: R rows, a P-token prompt, S steps
+    /// (e.g. `16x1024x64`, decoding over a long cache).
+    #[arg(long, value_name = "RxPxS")]
+    pub decode: Option<String>,
     /// Another vocabulary size than the shape's.
     #[arg(long)]
     pub vocab: Option<usize>,
@@ -101,7 +105,7 @@ fn peer_script(peer: Option<PathBuf>, exe: Option<&Path>, cwd: &Path) -> Result<
 #[cfg(feature = "flex")]
 fn policy(args: PolicyArgs) -> Result<()> {
     use anyhow::Context as _;
-    use rstar_agent::policy::bench::{BenchOptions, parse_train_batch};
+    use rstar_agent::policy::bench::{BenchOptions, parse_decode, parse_train_batch};
 
     let exe = std::env::current_exe().ok();
     let peer = peer_script(args.peer, exe.as_deref(), &std::env::current_dir()?)?;
@@ -125,6 +129,12 @@ fn policy(args: PolicyArgs) -> Result<()> {
             .map(parse_train_batch)
             .transpose()
             .map_err(|e| anyhow::anyhow!("--train {e}"))?,
+        decode: args
+            .decode
+            .as_deref()
+            .map(parse_decode)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--decode {e}"))?,
         vocab: args.vocab,
         check_tol: args.check_tol,
         peak_tflops: args.peak_tflops,

@@ -129,6 +129,21 @@ pub fn parse_train_batch(s: &str) -> Result<[usize; 2], String> {
     }
 }
 
+/// A decoding workload `RxPxS` (`64x32x32`): R ≥ 1 rows, each a P ≥ 1-token prompt then S ≥ 1
+/// decoding steps.
+///
+/// # Errors
+/// Anything else, in words.
+pub fn parse_decode(s: &str) -> Result<[usize; 3], String> {
+    let parts: Vec<Option<usize>> = s.split('x').map(|p| p.parse().ok()).collect();
+    match parts[..] {
+        [Some(r), Some(p), Some(n)] if r >= 1 && p >= 1 && n >= 1 => Ok([r, p, n]),
+        _ => Err(format!(
+            "`{s}`: expected RxPxS (rows, prompt tokens, decoding steps, each ≥ 1), e.g. 64x32x32"
+        )),
+    }
+}
+
 /// What one run measures, and against what.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
@@ -147,6 +162,8 @@ pub struct BenchOptions {
     pub rounds: Option<usize>,
     /// Another training batch `[B, T]` than the shape's.
     pub train: Option<[usize; 2]>,
+    /// Another decoding workload `[rows, prompt, steps]` than the shape's.
+    pub decode: Option<[usize; 3]>,
     /// Another vocabulary size than the shape's.
     pub vocab: Option<usize>,
     /// The same-weights check's largest allowed |logits difference| (default 1e-2 in f32, 0.25
@@ -167,6 +184,7 @@ impl Default for BenchOptions {
             reps: 5,
             rounds: None,
             train: None,
+            decode: None,
             vocab: None,
             check_tol: None,
             peak_tflops: None,
@@ -336,6 +354,9 @@ pub fn run(
     let (mut config, mut shapes) = shape.config_and_shapes();
     if let Some(train) = options.train {
         shapes.train = train;
+    }
+    if let Some(decode) = options.decode {
+        shapes.decode = decode;
     }
     if let Some(v) = options.vocab {
         config.vocab_size = v;
@@ -777,6 +798,21 @@ mod tests {
             assert_eq!(shape.name().parse::<BenchShape>(), Ok(shape));
         }
         assert!("big".parse::<BenchShape>().unwrap_err().contains("`tiny`"));
+        assert_eq!(parse_decode("64x32x32"), Ok([64, 32, 32]));
+        assert_eq!(parse_decode("1x1x1"), Ok([1, 1, 1]));
+        for bad in [
+            "",
+            "64x32",
+            "64x32x32x1",
+            "0x32x32",
+            "64x0x32",
+            "64x32x0",
+            "ax1x1",
+            "64x-1x3",
+        ] {
+            let err = parse_decode(bad).unwrap_err();
+            assert!(err.contains("RxPxS"), "{bad}: {err}");
+        }
         assert_eq!(parse_train_batch("8x1024"), Ok([8, 1024]));
         assert_eq!(parse_train_batch("1x2"), Ok([1, 2]));
         for bad in ["0x16", "4x1", "8", "8x", "x8", "8x8x8", "-1x4", "8 x 8"] {

@@ -119,12 +119,71 @@ pub struct Qwen {
 
 /// Per-layer cached keys and values for incremental decoding.
 ///
-/// Keys and values are `[batch, kv_heads, cached_len, head_dim]`, keys
-/// already rotated. All rows share `len` slots; shorter sequences are left-padded.
+/// Keys and values are `[batch, kv_heads, capacity, head_dim]`, keys already rotated: the
+/// first `len` slots are cached, the rest is room that the next tokens are written into in
+/// place (a decoding step copies one slot per row, not the whole cache; the cache grows by
+/// [`KV_GROW`] slots at a time). All rows share `len` slots; shorter sequences are left-padded.
 #[derive(Debug, Clone)]
 pub struct KvCache {
-    layers: Vec<Option<(Tensor<4>, Tensor<4>)>>,
+    layers: Vec<Option<LayerKv>>,
     len: usize,
+}
+
+/// Slots a layer's cache grows by when a pass needs more room: a prefill allocates its length
+/// rounded up to a multiple of this, and the cache is copied once per this many decoded tokens.
+pub(crate) const KV_GROW: usize = 256;
+
+/// One layer's cache: `k`, `v` `[batch, kv_heads, capacity, head_dim]`, slots `0..len` written.
+#[derive(Debug, Clone)]
+pub(crate) struct LayerKv {
+    k: Tensor<4>,
+    v: Tensor<4>,
+    len: usize,
+}
+
+impl LayerKv {
+    /// Writes `k`, `v` (`[batch, kv_heads, t, head_dim]`) after the cached slots of `slot`
+    /// (growing it when it has no room) and returns the whole buffers with their live length:
+    /// the cached slots, then the `t` new ones.
+    fn append(
+        slot: &mut Option<LayerKv>,
+        k: Tensor<4>,
+        v: Tensor<4>,
+    ) -> (Tensor<4>, Tensor<4>, usize) {
+        let [b, kvh, t, hd] = k.dims();
+        let (ck, cv, len) = match slot.take() {
+            Some(c) => (Some(c.k), Some(c.v), c.len),
+            None => (None, None, 0),
+        };
+        let cap = ck.as_ref().map_or(0, |c| c.dims()[2]);
+        let end = len + t;
+        let (k, v) = if end <= cap {
+            // In place when this cache holds the only reference (Burn copies otherwise).
+            let at = [0..b, 0..kvh, len..end, 0..hd];
+            (
+                ck.expect("capacity").slice_assign(at.clone(), k),
+                cv.expect("capacity").slice_assign(at, v),
+            )
+        } else {
+            let room = end.next_multiple_of(KV_GROW) - end;
+            let grow = |cached: Option<Tensor<4>>, new: Tensor<4>| {
+                let zeros = Tensor::<4>::zeros([b, kvh, room, hd], (&new.device(), new.dtype()));
+                let mut parts = Vec::with_capacity(3);
+                if let Some(c) = cached {
+                    parts.push(c.slice([0..b, 0..kvh, 0..len, 0..hd]));
+                }
+                parts.extend([new, zeros]);
+                Tensor::cat(parts, 2)
+            };
+            (grow(ck, k), grow(cv, v))
+        };
+        *slot = Some(LayerKv {
+            k: k.clone(),
+            v: v.clone(),
+            len: end,
+        });
+        (k, v, end)
+    }
 }
 
 impl KvCache {
@@ -146,6 +205,17 @@ impl KvCache {
         self.len == 0
     }
 
+    /// Slots the cache holds room for before it must grow (at least [`KvCache::len`]; 0 before
+    /// the first pass).
+    pub fn capacity(&self) -> usize {
+        self.layers
+            .iter()
+            .flatten()
+            .map(|layer| layer.k.dims()[2])
+            .min()
+            .unwrap_or(0)
+    }
+
     /// Keeps only the given batch rows, in that order.
     pub fn select_rows(&mut self, rows: &[usize], device: &Device) {
         let idx = Tensor::<1, Int>::from_data(
@@ -155,9 +225,9 @@ impl KvCache {
             ),
             device,
         );
-        for (k, v) in self.layers.iter_mut().flatten() {
-            *k = k.clone().select(0, idx.clone());
-            *v = v.clone().select(0, idx.clone());
+        for layer in self.layers.iter_mut().flatten() {
+            layer.k = layer.k.clone().select(0, idx.clone());
+            layer.v = layer.v.clone().select(0, idx.clone());
         }
     }
 }
@@ -649,7 +719,7 @@ impl Qwen {
         l: usize,
         x: Tensor<3>,
         context: &PassContext,
-        kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
+        kv: Option<&mut Option<LayerKv>>,
     ) -> Tensor<3> {
         let pass = Pass {
             cos: &context.cos,
@@ -735,7 +805,7 @@ impl DecoderLayer {
         &self,
         x: Tensor<3>,
         pass: &Pass<'_>,
-        kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
+        kv: Option<&mut Option<LayerKv>>,
     ) -> Tensor<3> {
         let (c, fused) = (pass.c, pass.fused_norms);
         let h = norm(x.clone(), &self.input_layernorm, c.rms_norm_eps, fused);
@@ -794,7 +864,7 @@ impl Attention {
         &self,
         x: Tensor<3>,
         pass: &Pass<'_>,
-        kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
+        kv: Option<&mut Option<LayerKv>>,
     ) -> Tensor<3> {
         let heads = self.attend(x, pass, kv);
         project(heads, &self.o_proj, None, pass, Target::OProj)
@@ -802,12 +872,7 @@ impl Attention {
 
     /// Everything before `o_proj`: q/k/v, their norms and RoPE, and attention, returning the
     /// heads side by side, `[batch, seq, heads·head_dim]`.
-    fn attend(
-        &self,
-        x: Tensor<3>,
-        pass: &Pass<'_>,
-        kv: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
-    ) -> Tensor<3> {
+    fn attend(&self, x: Tensor<3>, pass: &Pass<'_>, kv: Option<&mut Option<LayerKv>>) -> Tensor<3> {
         let Pass {
             cos,
             sin,
@@ -868,28 +933,30 @@ impl Attention {
                 rope(k.swap_dims(1, 2), cos, sin), // [b, kvh, t, hd]
             ),
         };
-        let (k, v) = match kv {
-            Some(slot) => {
-                let (k, v) = match slot.take() {
-                    Some((pk, pv)) => (Tensor::cat(vec![pk, k], 2), Tensor::cat(vec![pv, v], 2)),
-                    None => (k, v),
-                };
-                *slot = Some((k.clone(), v.clone()));
-                (k, v)
+        // With a cache, `k`, `v` become its whole buffers, `tk` slots of them live.
+        let (k, v, tk) = match kv {
+            Some(slot) => LayerKv::append(slot, k, v),
+            None => {
+                let tk = k.dims()[2];
+                (k, v, tk)
             }
-            None => (k, v),
         };
-        let tk = k.dims()[2];
         #[cfg(feature = "flex")]
         if !x_tracked && fused_norms {
             // A prefill or a decoding step over the cache: one op, reading the grouped K/V in
             // place, each row over its own live slots (so its result does not depend on the
             // other rows' padding, and a prefill's last token gets a decoding step's bits).
             let scale = 1.0 / (hd as f32).sqrt();
-            if let Some(out) = crate::fused::cached_attention(&q, &k, &v, pass.pads, scale) {
+            if let Some(out) = crate::fused::cached_attention(&q, &k, &v, tk, pass.pads, scale) {
                 return out;
             }
         }
+        let (k, v) = if k.dims()[2] == tk {
+            (k, v)
+        } else {
+            let live = [0..b, 0..kvh, 0..tk, 0..hd];
+            (k.slice(live.clone()), v.slice(live))
+        };
         if !x_tracked {
             // Inference: the backend's fused attention (flex has naive and flash
             // kernels that never materialise the bias-added scores twice). It wants

@@ -18,6 +18,7 @@ fn bad_flags_are_refused_by_name() {
         (&["--rounds", "0"][..], "--rounds 0"),
         (&["--shape", "big"][..], "--shape `big`"),
         (&["--train", "8"][..], "--train `8`"),
+        (&["--decode", "8x8"][..], "--decode `8x8`"),
         (&["--precision", "f8"][..], "--precision"),
         (&["--peer", "/nonexistent/peer.py"][..], "no such file"),
     ] {
@@ -46,6 +47,8 @@ fn without_a_peer_ours_is_measured_alone() {
         "1",
         "--train",
         "2x8",
+        "--decode",
+        "2x5x3",
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("peer unavailable"), "{out}");

@@ -353,7 +353,8 @@ multiversion! {
 multiversion! {
     /// Attention over a KV cache, for inference (a prefill, a decoding step, new tokens after
     /// cached ones): `q [b, heads, t, hd]` (the `t` new tokens of each row, RoPE applied), `k`,
-    /// `v [b, kv_heads, len, hd]` (the cache, the new tokens last) → `[b, heads, t, hd]`. New
+    /// `v [b, kv_heads, cap, hd]` (the cache: its first `len` slots, the new tokens last, are
+    /// live; `cap ≥ len` is read off the slices' length) → `[b, heads, t, hd]`. New
     /// token `i` sits at slot `len − t + i` and attends to slots `pads[r]..=len − t + i` (its
     /// row's left padding is masked, and so is the future); a padding slot's own output is 0.
     /// Query head `kv·g + j` uses KV head `kv`. Per row, head and token, the scores, their
@@ -368,8 +369,15 @@ multiversion! {
         dims: [usize; 6],
         scale: f32,
     ) -> Vec<f32> {
-        let [_, heads, kv_heads, t, len, hd] = dims;
+        let [b, heads, kv_heads, t, len, hd] = dims;
         let g = heads / kv_heads;
+        let cap = k.len() / (b * kv_heads * hd).max(1);
+        assert!(
+            cap >= len && k.len() == b * kv_heads * cap * hd && v.len() == k.len(),
+            "cached attention: a cache of {} and {} values for {len} slots",
+            k.len(),
+            v.len()
+        );
         let mut out = vec![0.0; q.len()];
         // One task per row and KV head (its `g` query heads share the transposed keys), several
         // of them per rayon task when they are small (a decoding step over a short cache):
@@ -381,7 +389,7 @@ multiversion! {
             .enumerate()
             .for_each(|(rkv, (out, q))| {
                 let r = rkv / kv_heads;
-                let base = rkv * len * hd;
+                let base = rkv * cap * hd;
                 let (k, v) = (&k[base..][..len * hd], &v[base..][..len * hd]);
                 let pad = pads[r].min(len);
                 // With several new tokens (a prefill), the keys are transposed, `[hd, len]`, so
@@ -904,6 +912,29 @@ mod tests {
                 &alone[(h * len + len - 1) * hd..][..hd]
             );
         }
+        // The same step over a cache with room for 11 more slots (garbage in them).
+        let roomy = |x: &[f32]| -> Vec<f32> {
+            x.chunks(len * hd)
+                .flat_map(|lane| [lane, &[-3.25; 11 * 20][..]].concat())
+                .collect()
+        };
+        let in_room = cached_attention(
+            &last,
+            &roomy(&k),
+            &roomy(&v),
+            &[0],
+            [1, heads, kvh, 1, len, hd],
+            0.3,
+        );
+        assert_eq!(in_room, step);
+    }
+
+    #[test]
+    #[should_panic(expected = "cached attention: a cache of")]
+    fn a_cache_shorter_than_its_slots_panics() {
+        let q = values(2 * 4, 1, 1.0);
+        let kv = values(5 * 4, 2, 1.0);
+        cached_attention(&q, &kv, &kv, &[0], [1, 2, 1, 1, 6, 4], 0.3);
     }
 
     /// Every kernel at every level this CPU has gives the baseline's bits (issue #72): the

@@ -360,19 +360,24 @@ pub(crate) fn causal_attention(
 
 /// Attention over the KV cache for inference (no autodiff node): a prefill, a decoding step, or
 /// new tokens after cached ones. `q [b, heads, t, hd]` (RoPE applied), `k`, `v [b, kv_heads,
-/// len, hd]` with the `t` new tokens in the last slots; row `r`'s first `pads[r]` slots are
-/// padding. Returns `[b, t, heads·hd]`. A row's result does not depend on the other rows or on
-/// its padding ([`kernels::cached_attention`]).
+/// cap, hd]` whose first `len ≤ cap` slots are live, the `t` new tokens last (the rest is the
+/// cache's room to grow, never read); row `r`'s first `pads[r]` slots are padding. Returns
+/// `[b, t, heads·hd]`. A row's result does not depend on the other rows or on its padding
+/// ([`kernels::cached_attention`]).
 pub(crate) fn cached_attention(
     q: &Tensor<4>,
     k: &Tensor<4>,
     v: &Tensor<4>,
+    len: usize,
     pads: &[usize],
     scale: f32,
 ) -> Option<Tensor<3>> {
     let [b, h, t, hd] = q.dims();
-    let [kb, kvh, len, khd] = k.dims();
+    let [kb, kvh, cap, khd] = k.dims();
     if v.dims() != k.dims() || kb != b || khd != hd || kvh == 0 || h % kvh != 0 || t > len {
+        return None;
+    }
+    if len > cap {
         return None;
     }
     if pads.len() != b || pads.iter().any(|&p| p >= len) {
@@ -688,6 +693,53 @@ mod tests {
             v
         };
         close(&run(&fused), &run(&composed), "padded cached hidden states");
+    }
+
+    /// A cache that runs out of room grows (copying its slots once) and the steps after it read
+    /// the right slots: decoding past the first [`crate::model::KV_GROW`] slots gives a full
+    /// forward's hidden states, fused and composed.
+    #[test]
+    fn a_kv_cache_growing_past_its_room_gives_the_full_forward() {
+        let device = Device::flex();
+        let config = QwenConfig::test_tiny(40);
+        let grow = crate::model::KV_GROW;
+        let (prefill, steps) = (grow - 3, 6);
+        let all = tokens(2, prefill + steps, 40, &device);
+        for m in [
+            model(config.clone(), &device),
+            model(config.clone(), &device).with_fused_kernels(false),
+        ] {
+            let full = m
+                .forward_hidden(all.clone(), &[0, 0], None)
+                .try_into_vec_as::<f32>()
+                .expect("readback");
+            let d = config.hidden_size;
+            let mut cache = KvCache::new(m.layers.len());
+            let mut got = vec![Vec::new(); 2];
+            let mut take = |h: Tensor<3>, t: usize| {
+                let h = h.try_into_vec_as::<f32>().expect("readback");
+                for (r, row) in h.chunks(t * d).enumerate() {
+                    got[r].extend_from_slice(row);
+                }
+            };
+            take(
+                m.forward_hidden(
+                    all.clone().slice([0..2, 0..prefill]),
+                    &[0, 0],
+                    Some(&mut cache),
+                ),
+                prefill,
+            );
+            assert_eq!(cache.capacity(), grow);
+            for i in prefill..prefill + steps {
+                let step = all.clone().slice([0..2, i..i + 1]);
+                take(m.forward_hidden(step, &[0, 0], Some(&mut cache)), 1);
+            }
+            assert_eq!(cache.len(), prefill + steps);
+            assert_eq!(cache.capacity(), 2 * grow);
+            let got = got.concat();
+            close(&got, &full, "hidden states through a growing cache");
+        }
     }
 
     /// The additive mask is built only for a composed attention: a padded prefill on the fused
