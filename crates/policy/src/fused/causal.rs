@@ -31,23 +31,17 @@ pub(crate) fn scores(a: &[f32], b: &[f32], mats: usize, g: usize, t: usize, d: u
         [(a.len(), mats * t * d), (b.len(), mats / g * t * d)],
     );
     let mut s = vec![0.0; mats * t * t];
-    s.par_chunks_mut(t * t).enumerate().for_each(|(m, sm)| {
-        let (ao, bo) = (m * t * d, m / g * t * d);
-        sm.par_chunks_mut(BLOCK * t)
-            .enumerate()
-            .for_each(|(block, rows)| {
-                let (start, n) = (block * BLOCK, rows.len() / t);
-                let end = start + n;
-                product(
-                    rows,
-                    View::rows(0, n, end, t),
-                    false,
-                    a,
-                    View::rows(ao + start * d, n, d, d),
-                    b,
-                    View::rows(bo, end, d, d).t(),
-                );
-            });
+    row_blocks(&mut s, t, t, |m, start, n, rows| {
+        let end = start + n;
+        product(
+            rows,
+            View::rows(0, n, end, t),
+            false,
+            a,
+            View::rows((m * t + start) * d, n, d, d),
+            b,
+            View::rows(m / g * t * d, end, d, d).t(),
+        );
     });
     s
 }
@@ -70,23 +64,17 @@ pub(crate) fn weighted(
         [(p.len(), mats * t * t), (v.len(), mats / g * t * d)],
     );
     let mut o = vec![0.0; mats * t * d];
-    o.par_chunks_mut(t * d).enumerate().for_each(|(m, om)| {
-        let (po, vo) = (m * t * t, m / g * t * d);
-        om.par_chunks_mut(BLOCK * d)
-            .enumerate()
-            .for_each(|(block, rows)| {
-                let (start, n) = (block * BLOCK, rows.len() / d);
-                let end = start + n;
-                product(
-                    rows,
-                    View::rows(0, n, d, d),
-                    false,
-                    p,
-                    View::rows(po + start * t, n, end, t),
-                    v,
-                    View::rows(vo, end, d, d),
-                );
-            });
+    row_blocks(&mut o, t, d, |m, start, n, rows| {
+        let end = start + n;
+        product(
+            rows,
+            View::rows(0, n, d, d),
+            false,
+            p,
+            View::rows((m * t + start) * t, n, end, t),
+            v,
+            View::rows(m / g * t * d, end, d, d),
+        );
     });
     o
 }
@@ -110,27 +98,41 @@ pub(crate) fn transposed(
         [(p.len(), mats * t * t), (x.len(), mats * t * d)],
     );
     let mut y = vec![0.0; mats / g * t * d];
-    y.par_chunks_mut(t * d).enumerate().for_each(|(kv, yk)| {
-        yk.par_chunks_mut(BLOCK * d)
-            .enumerate()
-            .for_each(|(block, rows)| {
-                // Key block `start..start + n` is read by queries `start..t`.
-                let (start, n) = (block * BLOCK, rows.len() / d);
-                for j in 0..g {
-                    let m = kv * g + j;
-                    product(
-                        rows,
-                        View::rows(0, n, d, d),
-                        j > 0,
-                        p,
-                        View::rows(m * t * t + start * t + start, t - start, n, t).t(),
-                        x,
-                        View::rows((m * t + start) * d, t - start, d, d),
-                    );
-                }
-            });
+    row_blocks(&mut y, t, d, |kv, start, n, rows| {
+        // Key block `start..start + n` is read by queries `start..t`.
+        for j in 0..g {
+            let m = kv * g + j;
+            product(
+                rows,
+                View::rows(0, n, d, d),
+                j > 0,
+                p,
+                View::rows(m * t * t + start * t + start, t - start, n, t).t(),
+                x,
+                View::rows((m * t + start) * d, t - start, d, d),
+            );
+        }
     });
     y
+}
+
+/// Runs `block(m, start, n, rows)` in parallel for every block of [`BLOCK`] rows (the last one
+/// shorter) of every matrix of `out` (matrices of `t` rows of `width`): matrix `m`'s rows
+/// `start..start + n`, as the slice `rows`.
+fn row_blocks(
+    out: &mut [f32],
+    t: usize,
+    width: usize,
+    block: impl Fn(usize, usize, usize, &mut [f32]) + Sync,
+) {
+    out.par_chunks_mut(t * width)
+        .enumerate()
+        .for_each(|(m, matrix)| {
+            matrix
+                .par_chunks_mut(BLOCK * width)
+                .enumerate()
+                .for_each(|(b, rows)| block(m, b * BLOCK, rows.len() / width, rows));
+        });
 }
 
 /// Panics unless the geometry is one these products take and the buffers have its sizes.
