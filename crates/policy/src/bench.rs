@@ -118,15 +118,8 @@ impl FromStr for BenchShape {
 /// # Errors
 /// Anything else, in words.
 pub fn parse_train_batch(s: &str) -> Result<[usize; 2], String> {
-    match s
-        .split_once('x')
-        .map(|(b, t)| (b.parse::<usize>(), t.parse::<usize>()))
-    {
-        Some((Ok(b), Ok(t))) if b >= 1 && t >= 2 => Ok([b, t]),
-        _ => Err(format!(
-            "`{s}`: expected BxT with B ≥ 1 and T ≥ 2, e.g. 8x1024"
-        )),
-    }
+    parse_dims(s, [1, 2])
+        .ok_or_else(|| format!("`{s}`: expected BxT with B ≥ 1 and T ≥ 2, e.g. 8x1024"))
 }
 
 /// A decoding workload `RxPxS` (`64x32x32`): R ≥ 1 rows, each a P ≥ 1-token prompt then S ≥ 1
@@ -135,13 +128,21 @@ pub fn parse_train_batch(s: &str) -> Result<[usize; 2], String> {
 /// # Errors
 /// Anything else, in words.
 pub fn parse_decode(s: &str) -> Result<[usize; 3], String> {
-    let parts: Vec<Option<usize>> = s.split('x').map(|p| p.parse().ok()).collect();
-    match parts[..] {
-        [Some(r), Some(p), Some(n)] if r >= 1 && p >= 1 && n >= 1 => Ok([r, p, n]),
-        _ => Err(format!(
+    parse_dims(s, [1, 1, 1]).ok_or_else(|| {
+        format!(
             "`{s}`: expected RxPxS (rows, prompt tokens, decoding steps, each ≥ 1), e.g. 64x32x32"
-        )),
-    }
+        )
+    })
+}
+
+/// `N` whole numbers joined by `x`, each at least its `min`.
+fn parse_dims<const N: usize>(s: &str, min: [usize; N]) -> Option<[usize; N]> {
+    let parts: Vec<usize> = s
+        .split('x')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let dims: [usize; N] = parts.try_into().ok()?;
+    dims.iter().zip(min).all(|(&d, m)| d >= m).then_some(dims)
 }
 
 /// What one run measures, and against what.

@@ -126,7 +126,6 @@ pub struct Qwen {
 #[derive(Debug, Clone)]
 pub struct KvCache {
     layers: Vec<Option<LayerKv>>,
-    len: usize,
 }
 
 /// Slots a layer's cache grows by when a pass needs more room: a prefill allocates its length
@@ -151,31 +150,27 @@ impl LayerKv {
         v: Tensor<4>,
     ) -> (Tensor<4>, Tensor<4>, usize) {
         let [b, kvh, t, hd] = k.dims();
-        let (ck, cv, len) = match slot.take() {
-            Some(c) => (Some(c.k), Some(c.v), c.len),
-            None => (None, None, 0),
-        };
-        let cap = ck.as_ref().map_or(0, |c| c.dims()[2]);
+        let cached = slot.take();
+        let len = cached.as_ref().map_or(0, |c| c.len);
         let end = len + t;
-        let (k, v) = if end <= cap {
-            // In place when this cache holds the only reference (Burn copies otherwise).
-            let at = [0..b, 0..kvh, len..end, 0..hd];
-            (
-                ck.expect("capacity").slice_assign(at.clone(), k),
-                cv.expect("capacity").slice_assign(at, v),
-            )
-        } else {
-            let room = end.next_multiple_of(KV_GROW) - end;
-            let grow = |cached: Option<Tensor<4>>, new: Tensor<4>| {
-                let zeros = Tensor::<4>::zeros([b, kvh, room, hd], (&new.device(), new.dtype()));
-                let mut parts = Vec::with_capacity(3);
-                if let Some(c) = cached {
-                    parts.push(c.slice([0..b, 0..kvh, 0..len, 0..hd]));
-                }
-                parts.extend([new, zeros]);
-                Tensor::cat(parts, 2)
-            };
-            (grow(ck, k), grow(cv, v))
+        let (k, v) = match cached {
+            Some(c) if end <= c.k.dims()[2] => {
+                // In place when this cache holds the only reference (Burn copies otherwise).
+                let at = [0..b, 0..kvh, len..end, 0..hd];
+                (c.k.slice_assign(at.clone(), k), c.v.slice_assign(at, v))
+            }
+            cached => {
+                // The cached slots, the new ones, then room up to a multiple of `KV_GROW`.
+                let room = end.next_multiple_of(KV_GROW) - end;
+                let grow = |cached: Option<Tensor<4>>, new: Tensor<4>| {
+                    let zeros =
+                        Tensor::<4>::zeros([b, kvh, room, hd], (&new.device(), new.dtype()));
+                    let live = cached.map(|c| c.slice([0..b, 0..kvh, 0..len, 0..hd]));
+                    Tensor::cat(live.into_iter().chain([new, zeros]).collect(), 2)
+                };
+                let (ck, cv) = cached.map(|c| (c.k, c.v)).unzip();
+                (grow(ck, k), grow(cv, v))
+            }
         };
         *slot = Some(LayerKv {
             k: k.clone(),
@@ -191,18 +186,21 @@ impl KvCache {
     pub fn new(num_layers: usize) -> Self {
         KvCache {
             layers: vec![None; num_layers],
-            len: 0,
         }
     }
 
-    /// Number of cached positions (slots).
+    /// Number of cached positions (slots): every layer's, kept by the layers themselves.
     pub fn len(&self) -> usize {
-        self.len
+        self.layers
+            .iter()
+            .flatten()
+            .next()
+            .map_or(0, |layer| layer.len)
     }
 
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Slots the cache holds room for before it must grow (at least [`KvCache::len`]; 0 before
@@ -631,15 +629,12 @@ impl Qwen {
         mut cache: Option<&mut KvCache>,
     ) -> Tensor<3> {
         let [batch, seq] = tokens.dims();
-        let offset = cache.as_ref().map_or(0, |k| k.len);
+        let offset = cache.as_ref().map_or(0, |k| k.len());
         let context = self.pass_context(&tokens.device(), batch, seq, pads, offset);
         let mut x = self.embed(tokens);
         for l in 0..self.layers.len() {
             let kv = cache.as_mut().map(|k| &mut k.layers[l]);
             x = self.layer_forward(l, x, &context, kv);
-        }
-        if let Some(k) = cache {
-            k.len = offset + seq;
         }
         self.final_norm(x)
     }

@@ -374,10 +374,10 @@ pub(crate) fn cached_attention(
 ) -> Option<Tensor<3>> {
     let [b, h, t, hd] = q.dims();
     let [kb, kvh, cap, khd] = k.dims();
-    if v.dims() != k.dims() || kb != b || khd != hd || kvh == 0 || h % kvh != 0 || t > len {
+    if v.dims() != k.dims() || kb != b || khd != hd || kvh == 0 || h % kvh != 0 {
         return None;
     }
-    if len > cap {
+    if t > len || len > cap {
         return None;
     }
     if pads.len() != b || pads.iter().any(|&p| p >= len) {
@@ -429,7 +429,7 @@ fn attention_forward(
     q: FlexTensor,
     k: &FlexTensor,
     v: &FlexTensor,
-) -> (FlexTensor, (FlexTensor, FlexTensor)) {
+) -> (FlexTensor, (FlexTensor, Vec<f32>)) {
     let Geometry {
         b,
         h,
@@ -444,10 +444,7 @@ fn attention_forward(
     kernels::causal_softmax(&mut p, t, scale);
     let o = causal::weighted(&p, &host(v), mats, g, t, hd);
     let out = kernels::heads_last(&o, [b, h, t, hd]);
-    (
-        flex(out, &[b, t, h * hd]),
-        (qg, flex(p, &[b, kvh, g * t, t])),
-    )
+    (flex(out, &[b, t, h * hd]), (qg, p))
 }
 
 #[derive(Debug)]
@@ -459,7 +456,8 @@ struct AttentionState {
     qg: FlexTensor,
     k: FlexTensor,
     v: FlexTensor,
-    p: FlexTensor,
+    /// The probabilities `[b·heads, t, t]`, zero above the diagonal.
+    p: Vec<f32>,
 }
 
 impl Backward<Flex, 3> for Attention {
@@ -485,7 +483,6 @@ impl Backward<Flex, 3> for Attention {
         let (mats, g) = (b * h, h / kvh);
         // `[b, heads, t, hd]`: the grouped layout, query head `kv·g + j` after `kv·g + j − 1`.
         let d_o = kernels::heads_first(&host(&dout), [b, h, t, hd]);
-        let p = host(&p);
         let [pq, pk, pv] = ops.parents;
         if pv.is_some() {
             let dv = causal::transposed(&p, &d_o, mats, g, t, hd);
