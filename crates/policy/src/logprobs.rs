@@ -11,11 +11,35 @@ use crate::model::Qwen;
 /// Log-probability of each target under `logits`, and the entropy of each
 /// position's distribution. Differentiable (autodiff) through `logits`.
 ///
+/// On flex in f32 this is one fused op (`fused::token_logprobs`: one pass over the logits
+/// forward, one backward); elsewhere Burn's composed log-softmax, gather and entropy. Both give
+/// the same values within f32 rounding.
+///
 /// # Shapes
 /// - logits: `[batch, seq, vocab]`
 /// - targets: `[batch, seq]`
 /// - returns: (`logp [batch, seq]`, `entropy [batch, seq]`)
+///
+/// # Panics
+/// On the fused path, on a target outside `0..vocab` (naming it and its position).
 pub fn token_logprobs(logits: Tensor<3>, targets: Tensor<2, Int>) -> (Tensor<2>, Tensor<2>) {
+    logprobs_and_entropy(logits, targets, true)
+}
+
+/// [`token_logprobs`] with the fused op on or off ([`Qwen::with_fused_kernels`]).
+fn logprobs_and_entropy(
+    logits: Tensor<3>,
+    targets: Tensor<2, Int>,
+    fused: bool,
+) -> (Tensor<2>, Tensor<2>) {
+    #[cfg(feature = "flex")]
+    if fused && let Some(packed) = crate::fused::token_logprobs(&logits, &targets) {
+        let [b, t, _] = packed.dims();
+        let logp = packed.clone().slice([0..b, 0..t, 0..1]).squeeze_dim::<2>(2);
+        let entropy = packed.slice([0..b, 0..t, 1..2]).squeeze_dim::<2>(2);
+        return (logp, entropy);
+    }
+    let _ = fused;
     let logp_all = log_softmax(logits, 2);
     let logp = logp_all
         .clone()
@@ -28,11 +52,21 @@ pub fn token_logprobs(logits: Tensor<3>, targets: Tensor<2, Int>) -> (Tensor<2>,
     (logp, entropy)
 }
 
-/// [`token_logprobs`] without the entropy: the log-probability of each target, by the same
-/// operations (so the same values and gradients, bit for bit), without the two passes over
-/// `[batch, seq, vocab]` the entropy takes. For the SFT loss and every recomputation that
-/// discards the entropy.
+/// [`token_logprobs`] without the entropy: the log-probability of each target, with the same
+/// values and gradients bit for bit (on flex in f32 the same fused op, its entropy unused;
+/// elsewhere the same composed operations without the two passes over `[batch, seq, vocab]`
+/// the entropy takes). For the SFT loss and every recomputation that discards the entropy.
 pub fn target_logprobs(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<2> {
+    target_logprobs_with(logits, targets, true)
+}
+
+/// [`target_logprobs`] with the fused op on or off ([`Qwen::with_fused_kernels`]).
+fn target_logprobs_with(logits: Tensor<3>, targets: Tensor<2, Int>, fused: bool) -> Tensor<2> {
+    #[cfg(feature = "flex")]
+    if fused && crate::fused::runs_on(&logits) {
+        return logprobs_and_entropy(logits, targets, true).0;
+    }
+    let _ = fused;
     log_softmax(logits, 2)
         .gather(2, targets.unsqueeze_dim(2))
         .squeeze_dim::<2>(2)
@@ -65,8 +99,9 @@ pub fn sequence_logprobs_chunked(
     tokens: Tensor<2, Int>,
     max_logit_elements: usize,
 ) -> (Tensor<2>, Tensor<2>) {
+    let fused = model.fused_kernels;
     let [logp, entropy] = over_logit_chunks(model, tokens, max_logit_elements, |l, t| {
-        let (logp, entropy) = token_logprobs(l, t);
+        let (logp, entropy) = logprobs_and_entropy(l, t, fused);
         [logp, entropy]
     });
     (logp, entropy)
@@ -89,8 +124,9 @@ pub fn sequence_target_logprobs_chunked(
     tokens: Tensor<2, Int>,
     max_logit_elements: usize,
 ) -> Tensor<2> {
+    let fused = model.fused_kernels;
     let [logp] = over_logit_chunks(model, tokens, max_logit_elements, |l, t| {
-        [target_logprobs(l, t)]
+        [target_logprobs_with(l, t, fused)]
     });
     logp
 }
@@ -195,12 +231,13 @@ fn head_loss<T, E>(
     let plain_hidden = hidden.clone().without_autodiff();
     let plain_head = head.clone().without_autodiff();
     let chunks = Chunks::new(b, n, model.config.vocab_size, max_logit_elements);
+    let fused = model.fused_kernels;
 
     // Pass 1: values only.
     let [logp, entropy] = chunks.join(|r, p| {
         let h = plain_hidden.clone().slice([r.clone(), p.clone()]);
         let logits = linear(h, plain_head.clone(), None);
-        let (l, e) = token_logprobs(logits, targets.clone().slice([r, p]));
+        let (l, e) = logprobs_and_entropy(logits, targets.clone().slice([r, p]), fused);
         [l, e]
     });
     if !tracked {
@@ -228,27 +265,18 @@ fn head_loss<T, E>(
         for p in chunks.positions() {
             let h = plain_hidden.clone().slice([r.clone(), p.clone()]);
             let [rb, pn, _] = h.dims();
-            let logp_all = log_softmax(linear(h.clone(), plain_head.clone(), None), 2);
-            let probs = logp_all.clone().exp();
-            let slice = |g: &Tensor<2>| -> Tensor<3> {
-                g.clone().slice([r.clone(), p.clone()]).unsqueeze_dim(2)
-            };
-            // −p·(g_logp + g_ent·(log p + H)) over the vocabulary …
-            let coeff: Tensor<3> = match (&g_logp, &g_entropy) {
-                (Some(gl), Some(ge)) => (logp_all + slice(&entropy)) * slice(ge) + slice(gl),
-                (None, Some(ge)) => (logp_all + slice(&entropy)) * slice(ge),
-                (Some(gl), None) => slice(gl),
-                (None, None) => Tensor::zeros([rb, pn, 1], &device),
-            };
-            let mut grad_logits = (probs * coeff).neg();
-            // … plus g_logp at the target.
-            if let Some(gl) = &g_logp {
-                let y: Tensor<3, Int> = targets
-                    .clone()
-                    .slice([r.clone(), p.clone()])
-                    .unsqueeze_dim(2);
-                grad_logits = grad_logits.scatter(2, y, slice(gl), IndexingUpdateOp::Add);
-            }
+            let logits = linear(h.clone(), plain_head.clone(), None);
+            let y = targets.clone().slice([r.clone(), p.clone()]);
+            let slice = |g: &Tensor<2>| g.clone().slice([r.clone(), p.clone()]);
+            let (gl, ge) = (g_logp.as_ref().map(slice), g_entropy.as_ref().map(slice));
+            #[cfg(feature = "flex")]
+            let grad_logits = fused
+                .then(|| crate::fused::token_logprobs_grad(&logits, &y, gl.as_ref(), ge.as_ref()))
+                .flatten();
+            #[cfg(not(feature = "flex"))]
+            let grad_logits: Option<Tensor<3>> = None;
+            let grad_logits = grad_logits
+                .unwrap_or_else(|| composed_logits_grad(logits, y, slice(&entropy), gl, ge));
             grad_cols.push(
                 grad_logits
                     .clone()
@@ -268,6 +296,38 @@ fn head_loss<T, E>(
         surrogate = surrogate + (head * grad_head.autodiff()).sum();
     }
     Ok((surrogate.clone() - surrogate.detach() + value, extra))
+}
+
+/// `∂L/∂logits = −p·(g_logp + g_ent·(log p + H)) + g_logp·onehot(y)` by Burn's composed ops,
+/// from the entropies `H` of the first pass (absent gradients are zero): the reference
+/// `fused::token_logprobs_grad` is tested against, and the path off flex.
+fn composed_logits_grad(
+    logits: Tensor<3>,
+    targets: Tensor<2, Int>,
+    entropy: Tensor<2>,
+    g_logp: Option<Tensor<2>>,
+    g_entropy: Option<Tensor<2>>,
+) -> Tensor<3> {
+    let [rb, pn, _] = logits.dims();
+    let device = logits.device();
+    let logp_all = log_softmax(logits, 2);
+    let probs = logp_all.clone().exp();
+    let col = |g: &Tensor<2>| -> Tensor<3> { g.clone().unsqueeze_dim(2) };
+    // −p·(g_logp + g_ent·(log p + H)) over the vocabulary …
+    let coeff: Tensor<3> = match (&g_logp, &g_entropy) {
+        (Some(gl), Some(ge)) => (logp_all + col(&entropy)) * col(ge) + col(gl),
+        (None, Some(ge)) => (logp_all + col(&entropy)) * col(ge),
+        (Some(gl), None) => col(gl),
+        (None, None) => Tensor::zeros([rb, pn, 1], &device),
+    };
+    let grad_logits = (probs * coeff).neg();
+    // … plus g_logp at the target.
+    match &g_logp {
+        Some(gl) => {
+            grad_logits.scatter(2, targets.unsqueeze_dim(2), col(gl), IndexingUpdateOp::Add)
+        }
+        None => grad_logits,
+    }
 }
 
 /// [`sequence_loss_chunked`] with per-layer gradient checkpointing
@@ -573,4 +633,122 @@ impl Chunks {
 pub fn masked_nll(logp: Tensor<2>, mask: Tensor<2>) -> Tensor<1> {
     let count = mask.clone().sum().clamp_min(1.0);
     (logp * mask).sum().neg() / count
+}
+
+#[cfg(all(test, feature = "flex"))]
+mod tests {
+    use burn::tensor::{Device, Int, Tensor, TensorData};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::{composed_logits_grad, logprobs_and_entropy, target_logprobs_with};
+
+    fn floats(n: usize, scale: f32, seed: u64) -> Vec<f32> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..n).map(|_| rng.random_range(-scale..scale)).collect()
+    }
+
+    fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+        t.try_into_vec_as::<f32>().expect("f32")
+    }
+
+    /// Logits `[3, 5, 37]` (37: a tail after the kernel's chunks of 8) with one position far
+    /// more peaked than the rest, and targets.
+    fn case(device: &Device) -> (Tensor<3>, Tensor<2, Int>) {
+        let (b, t, v) = (3, 5, 37);
+        let mut x = floats(b * t * v, 6.0, 1);
+        x[2 * v + 11] = 80.0;
+        let ids: Vec<i64> = (0..b * t).map(|i| ((i * 13 + 4) % v) as i64).collect();
+        (
+            Tensor::from_data(TensorData::new(x, [b, t, v]), device),
+            Tensor::from_data(TensorData::new(ids, [b, t]), device),
+        )
+    }
+
+    fn close(a: &[f32], b: &[f32], tol: f32, what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: length");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= tol * (1.0 + y.abs()),
+                "{what}[{i}]: {x} vs {y}"
+            );
+        }
+    }
+
+    /// The fused op against Burn's composed log-softmax, gather and entropy: the values, and
+    /// the logits' gradient under a loss through log-probs and entropies both.
+    #[test]
+    fn fused_log_probs_and_entropies_match_the_composed_ones_and_their_gradients() {
+        let device = Device::flex().autodiff();
+        let (logits, targets) = case(&device);
+        let a = Tensor::<2>::from_data(TensorData::new(floats(15, 1.0, 2), [3, 5]), &device);
+        let c = Tensor::<2>::from_data(TensorData::new(floats(15, 1.0, 3), [3, 5]), &device);
+        let run = |fused: bool| {
+            let x = logits.clone().detach().require_grad();
+            let (logp, entropy) = logprobs_and_entropy(x.clone(), targets.clone(), fused);
+            let loss = (logp.clone() * a.clone()).sum() + (entropy.clone() * c.clone()).sum();
+            let grads = loss.backward();
+            let g = x.grad(&grads).expect("a gradient");
+            (values(logp), values(entropy), values(g))
+        };
+        let (fused, composed) = (run(true), run(false));
+        close(&fused.0, &composed.0, 1e-5, "logp");
+        close(&fused.1, &composed.1, 1e-5, "entropy");
+        close(&fused.2, &composed.2, 1e-5, "dlogits");
+    }
+
+    /// The target-only path is the fused op's log-probs, bit for bit, with the same gradient as
+    /// [`logprobs_and_entropy`] when the entropy is not used.
+    #[test]
+    fn target_log_probs_are_the_fused_log_probs_bit_for_bit() {
+        let device = Device::flex().autodiff();
+        let (logits, targets) = case(&device);
+        let a = Tensor::<2>::from_data(TensorData::new(floats(15, 1.0, 4), [3, 5]), &device);
+        let grad = |logp: Tensor<2>, x: Tensor<3>| {
+            let grads = (logp * a.clone()).sum().backward();
+            values(x.grad(&grads).expect("a gradient"))
+        };
+        let x = logits.clone().detach().require_grad();
+        let target = target_logprobs_with(x.clone(), targets.clone(), true);
+        let (tv, tg) = (values(target.clone()), grad(target, x));
+        let x = logits.detach().require_grad();
+        let both = logprobs_and_entropy(x.clone(), targets, true).0;
+        assert_eq!((tv, tg), (values(both.clone()), grad(both, x)));
+    }
+
+    /// The closed-form `∂L/∂logits` the vocabulary-bounded loss forms in its second pass,
+    /// fused against composed, for each combination of gradients present.
+    #[test]
+    fn fused_logits_gradient_matches_the_composed_one() {
+        let device = Device::flex();
+        let (logits, targets) = case(&device);
+        let (_, entropy) = logprobs_and_entropy(logits.clone(), targets.clone(), false);
+        let gl = Tensor::<2>::from_data(TensorData::new(floats(15, 1.0, 5), [3, 5]), &device);
+        let ge = Tensor::<2>::from_data(TensorData::new(floats(15, 1.0, 6), [3, 5]), &device);
+        for (l, e) in [(true, true), (true, false), (false, true), (false, false)] {
+            let (gl, ge) = (l.then(|| gl.clone()), e.then(|| ge.clone()));
+            let fused =
+                crate::fused::token_logprobs_grad(&logits, &targets, gl.as_ref(), ge.as_ref())
+                    .expect("flex f32");
+            let composed =
+                composed_logits_grad(logits.clone(), targets.clone(), entropy.clone(), gl, ge);
+            close(
+                &values(fused),
+                &values(composed),
+                1e-5,
+                &format!("logp {l}, entropy {e}"),
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "target -1 at position 7 is outside the vocabulary of 37 logits")]
+    fn a_negative_target_is_refused_by_name_and_position() {
+        let device = Device::flex();
+        let (logits, _) = case(&device);
+        let mut ids = vec![0i64; 15];
+        ids[7] = -1;
+        let targets = Tensor::<2, Int>::from_data(TensorData::new(ids, [3, 5]), &device);
+        let _ = logprobs_and_entropy(logits, targets, true);
+    }
 }

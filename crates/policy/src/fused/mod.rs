@@ -11,6 +11,9 @@
 //! ([`causal`]). On an autodiff device they record one node each whose backward is written
 //! out in `kernels`. [`cached_attention`] is
 //! inference's attention over the KV cache (a prefill, a decoding step), one loop per token.
+//! [`token_logprobs`] is the head's log-softmax over the vocabulary read at the targets, with
+//! each position's entropy, and [`token_logprobs_grad`] its backward for the
+//! vocabulary-bounded loss, which recomputes the logits (`crate::logprobs`).
 //!
 //! Every function returns `None` when its inputs are not `f32` tensors on `flex` (plain or
 //! under `Autodiff<Flex>` without gradient checkpointing): the caller then runs Burn's
@@ -34,7 +37,7 @@ use burn::backend::flex::FlexTensor;
 use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
-use burn::tensor::{DType, Shape, Tensor, TensorData};
+use burn::tensor::{DType, Int, Shape, Tensor, TensorData};
 
 type Ad = Autodiff<Flex, NoCheckpointing>;
 type AdTensor = FloatTensor<Ad>;
@@ -401,6 +404,139 @@ pub(crate) fn cached_attention(
         kernels::heads_last(&out, [b, h, t, hd])
     };
     Some(Tensor::from_primitive::<Flex>(flex(out, &[b, t, h * hd])))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target log-probabilities and entropies over the vocabulary
+
+/// `targets [b, t]` on the host, each checked against a vocabulary of `v`.
+///
+/// # Panics
+/// On a target outside `0..v`, naming it and its position.
+fn host_targets(targets: &Tensor<2, Int>, v: usize) -> Vec<usize> {
+    targets
+        .to_data()
+        .iter::<i64>()
+        .enumerate()
+        .map(|(i, y)| match usize::try_from(y) {
+            Ok(y) if y < v => y,
+            _ => panic!("target {y} at position {i} is outside the vocabulary of {v} logits"),
+        })
+        .collect()
+}
+
+/// The log-softmax of `logits [b, t, v]` over the vocabulary read at `targets [b, t]`, and each
+/// position's entropy, packed as `[b, t, 2]` (`[.., .., 0]` the log-prob, `[.., .., 1]` the
+/// entropy): one pass over the logits ([`kernels::token_logprobs`]) where Burn's composed
+/// log-softmax, gather and entropy take about ten, and on an autodiff device one node whose
+/// backward writes `∂L/∂logits` in one pass and keeps nothing `[b, t, v]`-sized but the logits.
+/// `None` off flex, in another dtype, or when the shapes do not match.
+///
+/// # Panics
+/// On a target outside `0..v`.
+pub(crate) fn token_logprobs(logits: &Tensor<3>, targets: &Tensor<2, Int>) -> Option<Tensor<3>> {
+    let [b, t, v] = logits.dims();
+    if targets.dims() != [b, t] || v == 0 {
+        return None;
+    }
+    let x = prim(logits)?;
+    let targets = host_targets(targets, v);
+    match x {
+        Prim::Plain(x) => {
+            let (out, _) = kernels::token_logprobs(&host(&x), v, &targets);
+            Some(Tensor::from_primitive::<Flex>(flex(out, &[b, t, 2])))
+        }
+        Prim::Tracked(x) => {
+            let out = record(TokenLogprobs, [&x], || {
+                let xp = x.primitive().clone();
+                let (out, stats) = kernels::token_logprobs(&host(&xp), v, &targets);
+                let packed = flex(out.clone(), &[b, t, 2]);
+                let state = TokenLogprobsState {
+                    x: xp,
+                    targets: Arc::new(targets),
+                    out,
+                    stats,
+                };
+                (packed, state)
+            });
+            Some(Tensor::from_primitive::<Ad>(out))
+        }
+    }
+}
+
+/// `∂L/∂logits` of [`token_logprobs`] with no graph: `logits [b, t, v]` and `targets [b, t]`,
+/// and the gradients of the log-probs and of the entropies `[b, t]` (absent: zero). For a pass
+/// that recomputes the logits to form their gradient in closed form (the vocabulary-bounded
+/// loss's head). `None` off flex, in another dtype, or when the shapes do not match.
+///
+/// # Panics
+/// On a target outside `0..v`.
+pub(crate) fn token_logprobs_grad(
+    logits: &Tensor<3>,
+    targets: &Tensor<2, Int>,
+    g_logp: Option<&Tensor<2>>,
+    g_entropy: Option<&Tensor<2>>,
+) -> Option<Tensor<3>> {
+    let [b, t, v] = logits.dims();
+    if targets.dims() != [b, t] || v == 0 {
+        return None;
+    }
+    if [g_logp, g_entropy]
+        .iter()
+        .flatten()
+        .any(|g| g.dims() != [b, t])
+    {
+        return None;
+    }
+    let Prim::Plain(x) = prim(logits)? else {
+        return None;
+    };
+    let mut g = vec![0.0f32; 2 * b * t];
+    for (k, grad) in [g_logp, g_entropy].into_iter().enumerate() {
+        let Some(grad) = grad else { continue };
+        let Prim::Plain(grad) = prim(grad)? else {
+            return None;
+        };
+        for (slot, &value) in g.chunks_mut(2).zip(host(&grad).iter()) {
+            slot[k] = value;
+        }
+    }
+    let targets = host_targets(targets, v);
+    let x = host(&x);
+    let (out, stats) = kernels::token_logprobs(&x, v, &targets);
+    let dx = kernels::token_logprobs_backward(&x, v, &targets, &out, &stats, &g);
+    Some(Tensor::from_primitive::<Flex>(flex(dx, &[b, t, v])))
+}
+
+#[derive(Debug)]
+struct TokenLogprobs;
+
+#[derive(Debug, Clone)]
+struct TokenLogprobsState {
+    x: FlexTensor,
+    targets: Arc<Vec<usize>>,
+    /// The forward's `[rows, 2]` (log-prob, entropy) and `[rows, 2]` (max, `ln Σ e^{x−max}`).
+    out: Vec<f32>,
+    stats: Vec<f32>,
+}
+
+impl Backward<Flex, 1> for TokenLogprobs {
+    type State = TokenLogprobsState;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let g = grads.consume::<Flex>(&ops.node);
+        let TokenLogprobsState {
+            x,
+            targets,
+            out,
+            stats,
+        } = ops.state;
+        let shape = shape_of(&x);
+        let v = shape[2];
+        let dx = kernels::token_logprobs_backward(&host(&x), v, &targets, &out, &stats, &host(&g));
+        let [px] = ops.parents;
+        register!(grads, px, flex(dx, &shape));
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
