@@ -3,10 +3,9 @@
 use std::ops::Range;
 
 use burn::tensor::activation::log_softmax;
-use burn::tensor::module::linear;
 use burn::tensor::{FloatDType, IndexingUpdateOp, Int, Tensor};
 
-use crate::model::Qwen;
+use crate::model::{Qwen, product};
 
 /// Log-probability of each target under `logits`, and the entropy of each
 /// position's distribution. Differentiable (autodiff) through `logits`.
@@ -236,7 +235,7 @@ fn head_loss<T, E>(
     // Pass 1: values only.
     let [logp, entropy] = chunks.join(|r, p| {
         let h = plain_hidden.clone().slice([r.clone(), p.clone()]);
-        let logits = linear(h, plain_head.clone(), None);
+        let logits = product(h, plain_head.clone(), None, fused);
         let (l, e) = logprobs_and_entropy(logits, targets.clone().slice([r, p]), fused);
         [l, e]
     });
@@ -265,7 +264,7 @@ fn head_loss<T, E>(
         for p in chunks.positions() {
             let h = plain_hidden.clone().slice([r.clone(), p.clone()]);
             let [rb, pn, _] = h.dims();
-            let logits = linear(h.clone(), plain_head.clone(), None);
+            let logits = product(h.clone(), plain_head.clone(), None, fused);
             let y = targets.clone().slice([r.clone(), p.clone()]);
             let slice = |g: &Tensor<2>| g.clone().slice([r.clone(), p.clone()]);
             let (gl, ge) = (g_logp.as_ref().map(slice), g_entropy.as_ref().map(slice));

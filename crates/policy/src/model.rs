@@ -600,7 +600,12 @@ impl Qwen {
     /// - hidden: `[batch, seq, d_model]` (after the final norm)
     /// - returns: `[batch, seq, vocab]`
     pub fn logits(&self, hidden: Tensor<3>) -> Tensor<3> {
-        linear(hidden.cast(FloatDType::F32), self.head(), None)
+        product(
+            hidden.cast(FloatDType::F32),
+            self.head(),
+            None,
+            self.fused_kernels,
+        )
     }
 
     /// The output projection `[d_model, vocab]`: `lm_head`, or the transposed embedding when
@@ -836,7 +841,7 @@ impl Mlp {
                 ],
                 1,
             );
-            if let Some(product) = crate::fused::swiglu_packed(&linear(x.clone(), w, None)) {
+            if let Some(product) = crate::fused::swiglu_packed(&product(x.clone(), w, None, true)) {
                 return project(product, &self.down_proj, None, pass, Target::DownProj);
             }
         }
@@ -1009,11 +1014,33 @@ fn project(
         .lora
         .and_then(|(layer, scale)| Some((layer.get(target)?, scale)));
     match adapter {
-        None => linear(x, weight(w, pass.dtype), bias),
+        None => product(x, weight(w, pass.dtype), bias, pass.fused_norms),
         Some((pair, scale)) => {
-            linear(x.clone(), weight(w, pass.dtype), bias) + pair.delta(x, scale, pass.dtype)
+            product(x.clone(), weight(w, pass.dtype), bias, pass.fused_norms)
+                + pair.delta(x, scale, pass.dtype)
         }
     }
+}
+
+/// `x · w (+ bias)`: with `fused`, on flex in f32, the fused product ([`crate::fused::linear`]:
+/// flex's GEMM into a buffer of its own, forward and backward); else Burn's `linear`. Both give
+/// the same values within f32 rounding (the same GEMM with the same parallelism, in practice the
+/// same bits).
+pub(crate) fn product<const D: usize>(
+    x: Tensor<D>,
+    w: Tensor<2>,
+    bias: Option<Tensor<1>>,
+    fused: bool,
+) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if fused && let Some(y) = crate::fused::linear(&x, &w) {
+        return match bias {
+            Some(b) => y + b.unsqueeze(),
+            None => y,
+        };
+    }
+    let _ = fused;
+    linear(x, w, bias)
 }
 
 /// What every layer of one forward pass shares: the rotary tables, the additive mask, the

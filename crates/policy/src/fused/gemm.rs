@@ -66,6 +66,45 @@ pub(crate) fn product(
     rhs: &[f32],
     r: View,
 ) {
+    checked(
+        dst,
+        d,
+        accumulate,
+        (lhs, l),
+        (rhs, r),
+        gemm::Parallelism::None,
+    );
+}
+
+/// Products of at least this many multiply-adds (`m·n·k`) run on every rayon thread: flex's own
+/// threshold (`burn_flex::ops::matmul`), so a product gets the parallelism, and the bits, that
+/// flex's `float_matmul` gives it.
+const PARALLEL_OPS: usize = 192 * 192 * 192;
+
+/// `dst = lhs · rhs` as one product, on every rayon thread when it is large enough
+/// ([`PARALLEL_OPS`]): a whole matrix product, as flex's `float_matmul` runs it.
+///
+/// # Panics
+/// As [`product`].
+pub(crate) fn whole_product(dst: &mut [f32], d: View, lhs: &[f32], l: View, rhs: &[f32], r: View) {
+    let ops = d.rows.saturating_mul(d.cols).saturating_mul(l.cols);
+    let parallelism = if ops >= PARALLEL_OPS {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    checked(dst, d, false, (lhs, l), (rhs, r), parallelism);
+}
+
+/// [`product`]'s checks, then the call.
+fn checked(
+    dst: &mut [f32],
+    d: View,
+    accumulate: bool,
+    (lhs, l): (&[f32], View),
+    (rhs, r): (&[f32], View),
+    parallelism: gemm::Parallelism,
+) {
     assert!(
         d.rows == l.rows && d.cols == r.cols && l.cols == r.rows,
         "gemm shapes do not chain: {l:?} · {r:?} into {d:?}"
@@ -92,20 +131,27 @@ pub(crate) fn product(
         }
         return;
     }
-    call(dst, d, accumulate, lhs, l, rhs, r);
+    call(dst, d, accumulate, (lhs, l), (rhs, r), parallelism);
 }
 
 #[allow(
     unsafe_code,
-    reason = "gemm takes raw pointers and strides; `product` checked them against the slices"
+    reason = "gemm takes raw pointers and strides; `checked` checked them against the slices"
 )]
-fn call(dst: &mut [f32], d: View, accumulate: bool, lhs: &[f32], l: View, rhs: &[f32], r: View) {
+fn call(
+    dst: &mut [f32],
+    d: View,
+    accumulate: bool,
+    (lhs, l): (&[f32], View),
+    (rhs, r): (&[f32], View),
+    parallelism: gemm::Parallelism,
+) {
     let stride = |s: usize| isize::try_from(s).expect("a stride fits isize");
-    // SAFETY: `product` checked that every element of each view lies inside its slice (the
+    // SAFETY: `checked` checked that every element of each view lies inside its slice (the
     // offsets below are in bounds, and `gemm` reads and writes only elements of the views),
     // that the destination's elements are distinct, and that the shapes chain. `dst` is a
-    // unique borrow, so it aliases neither input. `Parallelism::None` keeps `gemm` on this
-    // thread, within the borrows' lifetimes.
+    // unique borrow, so it aliases neither input. `gemm` returns only when every thread it
+    // started (`Parallelism::Rayon`) is done, within the borrows' lifetimes.
     unsafe {
         gemm::gemm(
             d.rows,
@@ -126,7 +172,7 @@ fn call(dst: &mut [f32], d: View, accumulate: bool, lhs: &[f32], l: View, rhs: &
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            parallelism,
         );
     }
 }
@@ -178,6 +224,48 @@ mod tests {
         // Accumulating adds the same product again.
         product(&mut dst, d, true, &a, l, &b, r);
         assert!((dst[12] - 2.0 * want[0]).abs() < 1e-4);
+    }
+
+    /// A product above the parallel threshold (on every rayon thread) and one below, each with
+    /// a transposed operand, against the formula; the parallel one gives the same bits on one
+    /// thread and on three.
+    #[test]
+    fn whole_products_multiply_as_the_formula_says_on_any_number_of_threads() {
+        let (m, k, n) = (200, 192, 208);
+        let a: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
+            .collect();
+        let b: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 53 % 19) as f32 - 9.0) / 5.0)
+            .collect();
+        let (l, r) = (View::rows(0, m, k, k), View::rows(0, n, k, k).t());
+        assert!(m * n * k >= PARALLEL_OPS);
+        let want = naive(&a, l, &b, r);
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("pool");
+            let mut dst = vec![f32::NAN; m * n];
+            pool.install(|| whole_product(&mut dst, View::rows(0, m, n, n), &a, l, &b, r));
+            dst
+        };
+        let one = run(1);
+        for (i, (got, want)) in one.iter().zip(&want).enumerate() {
+            assert!(
+                (got - want).abs() < 1e-3 * (1.0 + want.abs()),
+                "[{i}] {got} vs {want}"
+            );
+        }
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&run(3)), bits(&one));
+        // Below the threshold: a 3×5 times the transpose of a 4×5.
+        let (l, r) = (View::rows(0, 3, 5, 5), View::rows(0, 4, 5, 5).t());
+        let mut dst = vec![f32::NAN; 12];
+        whole_product(&mut dst, View::rows(0, 3, 4, 4), &a, l, &b, r);
+        for (got, want) in dst.iter().zip(naive(&a, l, &b, r)) {
+            assert!((got - want).abs() < 1e-4);
+        }
     }
 
     #[test]
