@@ -276,15 +276,16 @@ fn head_loss<T, E>(
             let grad_logits: Option<Tensor<3>> = None;
             let grad_logits = grad_logits
                 .unwrap_or_else(|| composed_logits_grad(logits, y, slice(&entropy), gl, ge));
-            grad_cols.push(
-                grad_logits
-                    .clone()
-                    .matmul(plain_head.clone().transpose().unsqueeze()),
-            );
+            grad_cols.push(product(
+                grad_logits.clone(),
+                plain_head.clone().transpose(),
+                None,
+                fused,
+            ));
             if let Some(acc) = grad_head.take() {
                 let flat_h = h.reshape([rb * pn, d]);
                 let flat_g = grad_logits.reshape([rb * pn, vocab]);
-                grad_head = Some(acc + flat_h.transpose().matmul(flat_g));
+                grad_head = Some(acc + product(flat_h.transpose(), flat_g, None, fused));
             }
         }
         grad_rows.push(Tensor::cat(grad_cols, 1));
