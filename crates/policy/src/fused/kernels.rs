@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use super::cpu::multiversion;
 
 /// Rows per rayon task: enough work per task that scheduling costs nothing next to it.
-fn rows_per_task(row_len: usize) -> usize {
+pub(super) fn rows_per_task(row_len: usize) -> usize {
     (16_384 / row_len.max(1)).max(1)
 }
 
@@ -534,7 +534,7 @@ const SLOTS: usize = 16;
 
 /// The largest of `a` in eight interleaved partial maxima (`-inf` when empty).
 #[inline(always)]
-fn max_of(a: &[f32]) -> f32 {
+pub(super) fn max_of(a: &[f32]) -> f32 {
     let mut acc = [f32::NEG_INFINITY; 8];
     let chunks = a.chunks_exact(8);
     let tail = chunks
@@ -547,124 +547,6 @@ fn max_of(a: &[f32]) -> f32 {
         }
     }
     acc.iter().fold(tail, |m, &x| m.max(x))
-}
-
-/// One row's log-softmax statistics for [`token_logprobs`]: its largest logit `m`,
-/// `ln s` with `s = Σ e^{x−m}`, and the entropy `H = ln s − Σ e^{x−m}(x−m) / s` (that is,
-/// `−Σ p log p` with `log p = x − m − ln s`).
-#[inline(always)]
-fn row_stats(x: &[f32]) -> (f32, f32, f32) {
-    let m = max_of(x);
-    let mut s = [0.0f32; 8];
-    let mut sx = [0.0f32; 8];
-    let chunks = x.chunks_exact(8);
-    let (mut s_tail, mut sx_tail) = (0.0f32, 0.0f32);
-    for &v in chunks.remainder() {
-        let d = v - m;
-        let e = exp(d);
-        s_tail += e;
-        sx_tail += e * d;
-    }
-    for c in chunks {
-        for i in 0..8 {
-            let d = c[i] - m;
-            let e = exp(d);
-            s[i] += e;
-            sx[i] += e * d;
-        }
-    }
-    let total = |a: [f32; 8], tail: f32| {
-        (a[0] + a[4]) + (a[1] + a[5]) + (a[2] + a[6]) + (a[3] + a[7]) + tail
-    };
-    let (s, sx) = (total(s, s_tail), total(sx, sx_tail));
-    let ln_s = s.ln();
-    (m, ln_s, ln_s - sx / s)
-}
-
-/// Panics unless `target` indexes a row of `v` logits.
-#[inline(always)]
-fn check_target(target: usize, v: usize, row: usize) {
-    assert!(
-        target < v,
-        "target {target} at position {row} is outside the vocabulary of {v} logits"
-    );
-}
-
-multiversion! {
-    /// Log-softmax over rows of `v` logits, read at one target per row, and each row's
-    /// entropy: `logp = x[y] − m − ln s` and `H = ln s − Σ e^{x−m}(x−m) / s` ([`row_stats`]).
-    /// Returns `[rows, 2]` interleaved (`logp`, `H`) and, for the backward, each row's `m` and
-    /// `ln s` interleaved the same way. Panics on a target outside `0..v`.
-    pub(crate) fn token_logprobs(x: &[f32], v: usize, targets: &[usize]) -> (Vec<f32>, Vec<f32>) {
-        let rows = targets.len();
-        assert_eq!(x.len(), rows * v, "logits are [rows, vocab]");
-        let mut out = vec![0.0; 2 * rows];
-        let mut stats = vec![0.0; 2 * rows];
-        let chunk = rows_per_task(v);
-        out.par_chunks_mut(2 * chunk)
-            .zip(stats.par_chunks_mut(2 * chunk))
-            .zip(x.par_chunks(chunk * v))
-            .zip(targets.par_chunks(chunk))
-            .enumerate()
-            .for_each(|(task, (((out, stats), x), targets))| {
-                for (k, ((out, stats), (x, &y))) in out
-                    .chunks_mut(2)
-                    .zip(stats.chunks_mut(2))
-                    .zip(x.chunks(v).zip(targets))
-                    .enumerate()
-                {
-                    check_target(y, v, task * chunk + k);
-                    let (m, ln_s, h) = row_stats(x);
-                    out[0] = (x[y] - m) - ln_s;
-                    out[1] = h;
-                    stats[0] = m;
-                    stats[1] = ln_s;
-                }
-            });
-        (out, stats)
-    }
-}
-
-multiversion! {
-    /// The backward of [`token_logprobs`]: with `g` the `[rows, 2]` gradients of (`logp`, `H`),
-    /// `p = e^{x−m−ln s}` and `log p = x − m − ln s`,
-    /// `∂/∂x = −p·(g_logp + g_H·(log p + H))`, plus `g_logp` at the target.
-    pub(crate) fn token_logprobs_backward(
-        x: &[f32],
-        v: usize,
-        targets: &[usize],
-        out: &[f32],
-        stats: &[f32],
-        g: &[f32],
-    ) -> Vec<f32> {
-        let rows = targets.len();
-        assert_eq!(x.len(), rows * v, "logits are [rows, vocab]");
-        let mut dx = vec![0.0; x.len()];
-        let chunk = rows_per_task(v);
-        dx.par_chunks_mut(chunk * v)
-            .zip(x.par_chunks(chunk * v))
-            .zip(targets.par_chunks(chunk))
-            .zip(out.par_chunks(2 * chunk).zip(stats.par_chunks(2 * chunk)))
-            .zip(g.par_chunks(2 * chunk))
-            .for_each(|((((dx, x), targets), (out, stats)), g)| {
-                for ((((dx, x), &y), (out, stats)), g) in dx
-                    .chunks_mut(v)
-                    .zip(x.chunks(v))
-                    .zip(targets)
-                    .zip(out.chunks(2).zip(stats.chunks(2)))
-                    .zip(g.chunks(2))
-                {
-                    let (h, m, ln_s) = (out[1], stats[0], stats[1]);
-                    let (g_logp, g_h) = (g[0], g[1]);
-                    for (dx, &x) in dx.iter_mut().zip(x) {
-                        let log_p = (x - m) - ln_s;
-                        *dx = -(exp(log_p) * (g_logp + g_h * (log_p + h)));
-                    }
-                    dx[y] += g_logp;
-                }
-            });
-        dx
-    }
 }
 
 /// `[b, heads, t, hd]` → `[b, t, heads·hd]`.
@@ -696,11 +578,11 @@ pub(crate) fn heads_first(x: &[f32], dims: [usize; 4]) -> Vec<f32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// A deterministic pseudo-random vector in [-scale, scale].
-    fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+    pub(in crate::fused) fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
         let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
         (0..n)
             .map(|_| {
@@ -729,7 +611,11 @@ mod tests {
 
     /// Σ dy·f(x + h·e_i) − Σ dy·f(x − h·e_i) over 2h, for each i: the directional derivative
     /// that `backward(dy)` must give.
-    fn numeric(f: impl Fn(&[f32]) -> Vec<f32>, x: &[f32], dy: &[f32]) -> Vec<f32> {
+    pub(in crate::fused) fn numeric(
+        f: impl Fn(&[f32]) -> Vec<f32>,
+        x: &[f32],
+        dy: &[f32],
+    ) -> Vec<f32> {
         let h = 1e-2f32;
         (0..x.len())
             .map(|i| {
@@ -748,7 +634,7 @@ mod tests {
             .collect()
     }
 
-    fn assert_close(ours: &[f32], reference: &[f32], tol: f32, what: &str) {
+    pub(in crate::fused) fn assert_close(ours: &[f32], reference: &[f32], tol: f32, what: &str) {
         assert_eq!(ours.len(), reference.len(), "{what}: length");
         for (i, (a, b)) in ours.iter().zip(reference).enumerate() {
             assert!(
@@ -1060,6 +946,7 @@ mod tests {
     #[test]
     fn every_level_gives_the_baseline_s_bits() {
         use crate::fused::cpu::{Level, cap, detected};
+        use crate::fused::logits::{token_logprobs, token_logprobs_backward};
         let (rows, n) = (37, 72);
         let x = values(rows * n, 11, 3.0);
         let w = values(n, 12, 1.0);
@@ -1118,99 +1005,6 @@ mod tests {
             );
         }
         cap(best);
-    }
-
-    /// `(logp, H)` of each row in f64: `log p = x − logsumexp(x)`, `H = −Σ p log p`.
-    fn logprobs_f64(x: &[f32], v: usize, targets: &[usize]) -> Vec<(f64, f64)> {
-        x.chunks(v)
-            .zip(targets)
-            .map(|(row, &y)| {
-                let m = row
-                    .iter()
-                    .fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
-                let lse = m + row
-                    .iter()
-                    .map(|&x| (f64::from(x) - m).exp())
-                    .sum::<f64>()
-                    .ln();
-                let h = -row
-                    .iter()
-                    .map(|&x| {
-                        let lp = f64::from(x) - lse;
-                        lp.exp() * lp
-                    })
-                    .sum::<f64>();
-                (f64::from(row[y]) - lse, h)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn token_logprobs_match_their_formula_in_f64() {
-        // Rows of 37 (a tail after four chunks of 8) and of 300, logits up to ±12, and one
-        // row with a logit far above the rest (p ≈ one-hot, H ≈ 0: no NaN, no negative H).
-        for (v, rows, seed) in [(37, 9, 21), (300, 40, 22)] {
-            let mut x = values(rows * v, seed, 12.0);
-            x[3 * v + 5] = 1.0e4;
-            let targets: Vec<usize> = (0..rows).map(|r| (r * 11 + 5) % v).collect();
-            let (out, stats) = token_logprobs(&x, v, &targets);
-            for (r, (lp, h)) in logprobs_f64(&x, v, &targets).into_iter().enumerate() {
-                let (ours_lp, ours_h) = (f64::from(out[2 * r]), f64::from(out[2 * r + 1]));
-                assert!(
-                    (ours_lp - lp).abs() <= 2e-5 * (1.0 + lp.abs()),
-                    "logp[{r}]: {ours_lp} vs {lp}"
-                );
-                assert!(
-                    (ours_h - h).abs() <= 2e-5 * (1.0 + h.abs()),
-                    "H[{r}]: {ours_h} vs {h}"
-                );
-                assert!(ours_h >= -1e-6, "H[{r}] = {ours_h}");
-                assert_eq!(
-                    stats[2 * r],
-                    x[r * v..][..v].iter().fold(f32::MIN, |m, &x| m.max(x))
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn token_logprobs_backward_matches_finite_differences() {
-        let (v, rows) = (29, 6);
-        let x = values(rows * v, 23, 3.0);
-        let targets: Vec<usize> = (0..rows).map(|r| (r * 5 + 2) % v).collect();
-        let g = values(2 * rows, 24, 1.0);
-        let (out, stats) = token_logprobs(&x, v, &targets);
-        let dx = token_logprobs_backward(&x, v, &targets, &out, &stats, &g);
-        assert_close(
-            &dx,
-            &numeric(|x| token_logprobs(x, v, &targets).0, &x, &g),
-            2e-2,
-            "dlogits",
-        );
-        // Through the log-probs alone (no entropy gradient): the familiar `g·(onehot − p)`,
-        // which sums to 0 over each row.
-        let g: Vec<f32> = g.chunks(2).flat_map(|g| [g[0], 0.0]).collect();
-        let dx = token_logprobs_backward(&x, v, &targets, &out, &stats, &g);
-        for (r, (row, &y)) in dx.chunks(v).zip(&targets).enumerate() {
-            // log p of token 0 is x[0] − logsumexp(x).
-            let lse = f64::from(x[r * v]) - logprobs_f64(&x[r * v..][..v], v, &[0])[0].0;
-            for (j, &d) in row.iter().enumerate() {
-                let p = (f64::from(x[r * v + j]) - lse).exp();
-                let want = f64::from(g[2 * r]) * (f64::from(u8::from(j == y)) - p);
-                assert!(
-                    (f64::from(d) - want).abs() < 1e-6,
-                    "[{r}, {j}]: {d} vs {want}"
-                );
-            }
-            assert!(row.iter().sum::<f32>().abs() < 1e-5);
-        }
-    }
-
-    #[test]
-    #[should_panic(expected = "target 29 at position 4 is outside the vocabulary of 29 logits")]
-    fn a_target_outside_the_vocabulary_panics() {
-        let x = values(6 * 29, 25, 1.0);
-        token_logprobs(&x, 29, &[0, 1, 2, 3, 29, 5]);
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod causal;
 pub mod cpu;
 mod gemm;
 mod kernels;
+mod logits;
 
 use self::gemm::View;
 
@@ -566,7 +567,7 @@ fn host_targets(targets: &Tensor<2, Int>, v: usize) -> Vec<usize> {
 
 /// The log-softmax of `logits [b, t, v]` over the vocabulary read at `targets [b, t]`, and each
 /// position's entropy, packed as `[b, t, 2]` (`[.., .., 0]` the log-prob, `[.., .., 1]` the
-/// entropy): one pass over the logits ([`kernels::token_logprobs`]) where Burn's composed
+/// entropy): one pass over the logits ([`logits::token_logprobs`]) where Burn's composed
 /// log-softmax, gather and entropy take about ten, and on an autodiff device one node whose
 /// backward writes `∂L/∂logits` in one pass and keeps nothing `[b, t, v]`-sized but the logits.
 /// `None` off flex, in another dtype, or when the shapes do not match.
@@ -582,13 +583,13 @@ pub(crate) fn token_logprobs(logits: &Tensor<3>, targets: &Tensor<2, Int>) -> Op
     let targets = host_targets(targets, v);
     match x {
         Prim::Plain(x) => {
-            let (out, _) = kernels::token_logprobs(&host(&x), v, &targets);
+            let (out, _) = logits::token_logprobs(&host(&x), v, &targets);
             Some(Tensor::from_primitive::<Flex>(flex(out, &[b, t, 2])))
         }
         Prim::Tracked(x) => {
             let out = record(TokenLogprobs, [&x], || {
                 let xp = x.primitive().clone();
-                let (out, stats) = kernels::token_logprobs(&host(&xp), v, &targets);
+                let (out, stats) = logits::token_logprobs(&host(&xp), v, &targets);
                 let packed = flex(out.clone(), &[b, t, 2]);
                 let state = TokenLogprobsState {
                     x: xp,
@@ -642,8 +643,8 @@ pub(crate) fn token_logprobs_grad(
     }
     let targets = host_targets(targets, v);
     let x = host(&x);
-    let (out, stats) = kernels::token_logprobs(&x, v, &targets);
-    let dx = kernels::token_logprobs_backward(&x, v, &targets, &out, &stats, &g);
+    let (out, stats) = logits::token_logprobs(&x, v, &targets);
+    let dx = logits::token_logprobs_backward(&x, v, &targets, &out, &stats, &g);
     Some(Tensor::from_primitive::<Flex>(flex(dx, &[b, t, v])))
 }
 
@@ -672,7 +673,7 @@ impl Backward<Flex, 1> for TokenLogprobs {
         } = ops.state;
         let shape = shape_of(&x);
         let v = shape[2];
-        let dx = kernels::token_logprobs_backward(&host(&x), v, &targets, &out, &stats, &host(&g));
+        let dx = logits::token_logprobs_backward(&host(&x), v, &targets, &out, &stats, &host(&g));
         let [px] = ops.parents;
         register!(grads, px, flex(dx, &shape));
     }
