@@ -243,6 +243,10 @@ def main():
         torch.backends.cudnn.allow_tf32 = False
     model = Qwen(cfg, load_safetensors(f"{model_dir}/model.safetensors")).to(device)
     out = {"torch": torch.__version__, "device": device}
+    if device == "cpu" and hasattr(torch.backends.cpu, "get_cpu_capability"):
+        # The instruction set ATen's CPU kernels dispatch to (AVX512, AVX2, ...; capped by
+        # ATEN_CPU_CAPABILITY): the bench's header names it beside our kernels' level.
+        out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     with torch.no_grad(), autocast(spec, device):
         ids = torch.tensor([spec["check_ids"]], device=device)
         logits = model(ids)[0].float()

@@ -232,7 +232,8 @@ struct Theirs {
 /// (`{"threads", "reps", "prefill": [b, t], "decode": [rows, prompt, steps], "train": [b, t],
 /// "check_ids": [..], "device": "cpu"|"cuda", "precision": "f32"|"bf16"}`), it answers
 /// `{"torch": version, "check_logits": [..], "prefill_s", "decode_s", "train_s",
-/// "<workload>_threads", "<workload>_peak_mib"}`, or why it could not run.
+/// "<workload>_threads", "<workload>_peak_mib", "cpu_capability"}` (the last on the CPU only),
+/// or why it could not run.
 pub trait Peer: Send {
     /// One run of every workload on the weights in `weights`.
     ///
@@ -278,6 +279,9 @@ pub struct BenchReport {
     pub rows: Vec<BenchRow>,
     /// The peer's torch version, when it ran.
     pub torch: Option<String>,
+    /// The instruction set the peer's CPU kernels ran with (`AVX512`, `AVX2`, ...: torch's
+    /// `get_cpu_capability()`), when it ran on the CPU.
+    pub peer_cpu: Option<String>,
 }
 
 fn ids(rng: &mut ChaCha8Rng, b: usize, t: usize, vocab: usize, device: &Device) -> Tensor<2, Int> {
@@ -419,6 +423,7 @@ pub fn run(
     let mut peaks = [None; 3];
     let mut theirs: Option<[Theirs; 3]> = None;
     let mut torch = None;
+    let mut peer_cpu = None;
     // Rounds alternate the two sides (the peer, then ours), and each side keeps its best
     // round per workload: load from elsewhere on a shared machine only ever slows a side down,
     // and alternating gives both the same chances of a quiet moment.
@@ -440,6 +445,7 @@ pub fn run(
                 )?;
             }
             torch = p["torch"].as_str().map(str::to_string);
+            peer_cpu = p["cpu_capability"].as_str().map(str::to_string);
             let tokens = shapes.tokens();
             let now = [0, 1, 2].map(|i| {
                 let k = KEYS[i];
@@ -575,7 +581,11 @@ pub fn run(
             our_peak_mib: peaks[i],
         })
         .collect();
-    Ok(BenchReport { rows, torch })
+    Ok(BenchReport {
+        rows,
+        torch,
+        peer_cpu,
+    })
 }
 
 /// Our logits against the peer's on the check prompt, before anything is timed: a bench of
@@ -619,8 +629,11 @@ fn check_same_weights(
         Precision::Bf16 => 0.25,
     }) as f32;
     println!(
-        "peer: torch {}; same weights check: max |logits diff| = {diff:.2e} over {} values (tolerance {tolerance:.0e})",
+        "peer: torch {}{}; same weights check: max |logits diff| = {diff:.2e} over {} values (tolerance {tolerance:.0e})",
         peer["torch"].as_str().unwrap_or("?"),
+        peer["cpu_capability"]
+            .as_str()
+            .map_or_else(String::new, |c| format!(" (CPU kernels: {c})")),
         theirs.len()
     );
     if theirs.is_empty() || diff > tolerance {
@@ -854,6 +867,7 @@ mod tests {
             self.calls += 1;
             Ok(serde_json::json!({
                 "torch": "fake",
+                "cpu_capability": "AVX2",
                 "check_logits": logits.iter().map(|l| l + self.offset).collect::<Vec<_>>(),
                 "prefill_s": p, "decode_s": d, "train_s": t,
                 "prefill_threads": 1, "decode_threads": 2, "train_threads": 1,
@@ -916,6 +930,7 @@ mod tests {
         let report = run(&options, &Device::flex(), &mut peer, None).unwrap();
         assert_eq!(peer.calls, 2);
         assert_eq!(report.torch.as_deref(), Some("fake"));
+        assert_eq!(report.peer_cpu.as_deref(), Some("AVX2"));
         // Tokens per workload: prefill 8·256, decode 64 rows · 32 steps, train 2·(8−1).
         let want = [8.0 * 256.0 / 2.0, 64.0 * 32.0 / 2.0, 2.0 * 7.0 / 8.0];
         for (row, want) in report.rows.iter().zip(want) {
@@ -932,6 +947,7 @@ mod tests {
         };
         let report = run(&options, &Device::flex(), &mut NoPeer, None).unwrap();
         assert_eq!(report.torch, None);
+        assert_eq!(report.peer_cpu, None);
         let names: Vec<_> = report.rows.iter().map(|r| r.workload).collect();
         assert_eq!(names, ["prefill", "decode", "train"]);
         for row in &report.rows {
