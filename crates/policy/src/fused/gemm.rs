@@ -42,11 +42,20 @@ impl View {
     }
 
     /// One past the largest index it touches (its offset when it is empty).
+    ///
+    /// # Panics
+    /// When that index does not fit a `usize` (a view no slice can hold).
     fn end(&self) -> usize {
         if self.rows == 0 || self.cols == 0 {
             return self.offset;
         }
-        self.offset + (self.rows - 1) * self.rs + (self.cols - 1) * self.cs + 1
+        (self.rows - 1)
+            .checked_mul(self.rs)
+            .zip((self.cols - 1).checked_mul(self.cs))
+            .and_then(|(r, c)| r.checked_add(c))
+            .and_then(|e| e.checked_add(self.offset))
+            .and_then(|e| e.checked_add(1))
+            .unwrap_or_else(|| panic!("a gemm view reaches past any buffer: {self:?}"))
     }
 }
 
@@ -266,6 +275,23 @@ mod tests {
         for (got, want) in dst.iter().zip(naive(&a, l, &b, r)) {
             assert!((got - want).abs() < 1e-4);
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "reaches past any buffer")]
+    fn a_view_whose_extent_overflows_panics() {
+        // 4·2⁶² wraps to 0 in unchecked arithmetic, which would pass the bounds check.
+        let mut dst = vec![0.0; 5];
+        let huge = View::rows(0, 5, 1, 1 << 62);
+        product(
+            &mut dst,
+            View::rows(0, 5, 1, 1),
+            false,
+            &[1.0; 8],
+            huge,
+            &[1.0],
+            View::rows(0, 1, 1, 1),
+        );
     }
 
     #[test]

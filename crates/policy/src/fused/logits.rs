@@ -8,6 +8,12 @@ use rayon::prelude::*;
 use super::cpu::multiversion;
 use super::kernels::{exp, max_of, rows_per_task};
 
+/// Where [`exp`] stops: below it, `e^x` is taken as `e^FLOOR` (about 1.6e-38), and the
+/// entropy's `p·log p` terms read `log p` as `FLOOR` too. Those terms are below 1.4e-36, so a
+/// finite row's results do not move, and a `-inf` logit (a masked token) gives finite
+/// entropies and gradients instead of `0·∞`.
+const EXP_FLOOR: f32 = -87.0;
+
 /// One row's log-softmax statistics for [`token_logprobs`]: its largest logit `m`,
 /// `ln s` with `s = Σ e^{x−m}`, and the entropy `H = ln s − Σ e^{x−m}(x−m) / s` (that is,
 /// `−Σ p log p` with `log p = x − m − ln s`).
@@ -22,14 +28,14 @@ fn row_stats(x: &[f32]) -> (f32, f32, f32) {
         let d = v - m;
         let e = exp(d);
         s_tail += e;
-        sx_tail += e * d;
+        sx_tail += e * d.max(EXP_FLOOR);
     }
     for c in chunks {
         for i in 0..8 {
             let d = c[i] - m;
             let e = exp(d);
             s[i] += e;
-            sx[i] += e * d;
+            sx[i] += e * d.max(EXP_FLOOR);
         }
     }
     let total = |a: [f32; 8], tail: f32| {
@@ -117,7 +123,8 @@ multiversion! {
                     let (g_logp, g_h) = (g[0], g[1]);
                     for (dx, &x) in dx.iter_mut().zip(x) {
                         let log_p = (x - m) - ln_s;
-                        *dx = -(exp(log_p) * (g_logp + g_h * (log_p + h)));
+                        let log_p_floor = log_p.max(EXP_FLOOR);
+                        *dx = -(exp(log_p) * (g_logp + g_h * (log_p_floor + h)));
                     }
                     dx[y] += g_logp;
                 }
@@ -214,6 +221,56 @@ mod tests {
                 );
             }
             assert!(row.iter().sum::<f32>().abs() < 1e-5);
+        }
+    }
+
+    /// A masked token (a `-inf` logit): the log-probs, the entropy and every gradient stay
+    /// finite and match the row without it (its probability is 0), with and without an
+    /// entropy gradient.
+    #[test]
+    fn a_minus_infinity_logit_is_a_token_of_probability_zero() {
+        let v = 13;
+        let mut x = values(2 * v, 26, 3.0);
+        let targets = [2, 7];
+        let (plain, plain_stats) = token_logprobs(&x, v, &targets);
+        x[v + 4] = f32::NEG_INFINITY;
+        let (masked, stats) = token_logprobs(&x, v, &targets);
+        assert!(
+            masked.iter().chain(&stats).all(|f| f.is_finite()),
+            "{masked:?}"
+        );
+        assert_eq!(masked[..2], plain[..2], "the other row");
+        let without: Vec<f32> = x[v..].iter().copied().filter(|f| f.is_finite()).collect();
+        let want = logprobs_f64(&without, v - 1, &[6])[0];
+        assert!(
+            (f64::from(masked[2]) - want.0).abs() < 1e-5,
+            "{} vs {}",
+            masked[2],
+            want.0
+        );
+        assert!(
+            (f64::from(masked[3]) - want.1).abs() < 1e-5,
+            "{} vs {}",
+            masked[3],
+            want.1
+        );
+        for g in [[1.0, 0.0, 0.5, 0.0], [1.0, 0.3, 0.5, -0.7]] {
+            let dx = token_logprobs_backward(&x, v, &targets, &masked, &stats, &g);
+            assert!(dx.iter().all(|f| f.is_finite()), "{g:?}: {dx:?}");
+            assert!(
+                dx[v + 4].abs() < 1e-30,
+                "the masked token's gradient {}",
+                dx[v + 4]
+            );
+            let dplain = token_logprobs_backward(
+                &x[..v],
+                v,
+                &targets[..1],
+                &plain[..2],
+                &plain_stats[..2],
+                &g[..2],
+            );
+            assert_eq!(dx[..v], dplain[..], "the other row");
         }
     }
 

@@ -474,11 +474,11 @@ fn linear_product(x: &FlexTensor, w: &FlexTensor) -> Vec<f32> {
 /// training step of the embedded default went to that zeroing and copying). The backward's
 /// `dy · wᵀ` and `xᵀ · dy` run the same way, the latter over all rows at once; it keeps `x`
 /// only when `w` wants a gradient and `w` only when `x` does. `None` off flex, in another
-/// dtype, when the shapes do not chain, or for a weight with a negative stride.
+/// dtype, when the shapes do not chain or are empty, or for a weight with a negative stride.
 pub(crate) fn linear<const D: usize>(x: &Tensor<D>, w: &Tensor<2>) -> Option<Tensor<D>> {
     let dims = x.dims();
     let [k, n] = w.dims();
-    if D < 2 || dims[D - 1] != k {
+    if D < 2 || dims[D - 1] != k || k == 0 || n == 0 {
         return None;
     }
     let mut out_shape = dims.to_vec();
@@ -1118,8 +1118,11 @@ mod tests {
                 "plain",
             );
         }
-        // Shapes that do not chain are left to Burn.
+        // Shapes that do not chain, and empty ones, are left to Burn.
         let x = Tensor::<3>::zeros([1, 2, 3], &device);
         assert!(super::linear(&x, &Tensor::<2>::zeros([4, 5], &device)).is_none());
+        assert!(super::linear(&x, &Tensor::<2>::zeros([3, 0], &device)).is_none());
+        let empty = Tensor::<3>::zeros([1, 2, 0], &device);
+        assert!(super::linear(&empty, &Tensor::<2>::zeros([0, 5], &device)).is_none());
     }
 }
