@@ -53,6 +53,13 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
             acc[i] += x[i] * y[i];
         }
     }
+    lanes(acc, tail)
+}
+
+/// Eight partial sums and a tail added in the kernels' one fixed order (so the same bits at
+/// every CPU level and every call).
+#[inline(always)]
+pub(super) fn lanes(acc: [f32; 8], tail: f32) -> f32 {
     (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
 }
 
@@ -67,7 +74,7 @@ fn sum(a: &[f32]) -> f32 {
             acc[i] += x[i];
         }
     }
-    (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
+    lanes(acc, tail)
 }
 
 /// The logistic function through [`exp`].

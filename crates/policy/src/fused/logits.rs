@@ -6,7 +6,7 @@
 use rayon::prelude::*;
 
 use super::cpu::multiversion;
-use super::kernels::{exp, max_of, rows_per_task};
+use super::kernels::{exp, lanes, max_of, rows_per_task};
 
 /// Where [`exp`] stops: below it, `e^x` is taken as `e^FLOOR` (about 1.6e-38), and the
 /// entropy's `p·log p` terms read `log p` as `FLOOR` too. Those terms are below 1.4e-36, so a
@@ -38,10 +38,7 @@ fn row_stats(x: &[f32]) -> (f32, f32, f32) {
             sx[i] += e * d.max(EXP_FLOOR);
         }
     }
-    let total = |a: [f32; 8], tail: f32| {
-        (a[0] + a[4]) + (a[1] + a[5]) + (a[2] + a[6]) + (a[3] + a[7]) + tail
-    };
-    let (s, sx) = (total(s, s_tail), total(sx, sx_tail));
+    let (s, sx) = (lanes(s, s_tail), lanes(sx, sx_tail));
     let ln_s = s.ln();
     (m, ln_s, ln_s - sx / s)
 }

@@ -412,26 +412,6 @@ pub(crate) fn cached_attention(
 // ---------------------------------------------------------------------------------------------
 // Linear projections
 
-/// `t` itself when its elements are row-major from its start offset, else a contiguous copy.
-fn contiguous(t: FlexTensor) -> FlexTensor {
-    if t.is_contiguous() {
-        t
-    } else {
-        t.to_contiguous()
-    }
-}
-
-/// A contiguous flex tensor's buffer and the row-major `[rows, cols]` matrix of its elements,
-/// `cols` being its last axis.
-fn as_rows(t: &FlexTensor, cols: usize) -> (&[f32], View) {
-    debug_assert!(t.is_contiguous());
-    let rows = t.layout().num_elements() / cols.max(1);
-    (
-        t.storage::<f32>(),
-        View::rows(t.layout().start_offset(), rows, cols, cols),
-    )
-}
-
 /// A 2-D flex tensor's buffer and its view, read in place whatever its non-negative strides (a
 /// transposed weight, a tied embedding read as the head); `None` for a negative stride.
 fn as_matrix(t: &FlexTensor) -> Option<(&[f32], View)> {
@@ -454,14 +434,15 @@ fn as_matrix(t: &FlexTensor) -> Option<(&[f32], View)> {
 /// `x [.., k] · w [k, n]` flattened to rows, into a fresh buffer.
 fn linear_product(x: &FlexTensor, w: &FlexTensor) -> Vec<f32> {
     let (ws, wv) = as_matrix(w).expect("checked by the caller");
-    let x = contiguous(x.clone());
-    let (xs, xv) = as_rows(&x, wv.rows);
-    let mut y = vec![0.0; xv.rows * wv.cols];
+    let (k, n) = (wv.rows, wv.cols);
+    let x = host(x);
+    let rows = x.len() / k;
+    let mut y = vec![0.0; rows * n];
     gemm::whole_product(
         &mut y,
-        View::rows(0, xv.rows, wv.cols, wv.cols),
-        xs,
-        xv,
+        View::rows(0, rows, n, n),
+        &x,
+        View::rows(0, rows, k, k),
         ws,
         wv,
     );
@@ -524,23 +505,25 @@ impl Backward<Flex, 2> for Linear {
     type State = LinearState;
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let dy = contiguous(grads.consume::<Flex>(&ops.node));
+        let dy = grads.consume::<Flex>(&ops.node);
         let LinearState { x_shape, x, w } = ops.state;
         let k = x_shape[x_shape.len() - 1];
-        let n = dy.layout().shape()[dy.layout().shape().num_dims() - 1];
-        let (ds, dv) = as_rows(&dy, n);
+        let n = *shape_of(&dy).last().expect("a linear's output has axes");
+        let ds = host(&dy);
+        let rows = ds.len() / n;
+        let dv = View::rows(0, rows, n, n);
         let [px, pw] = ops.parents;
         if let (Some(_), Some(w)) = (&px, &w) {
             let (ws, wv) = as_matrix(w).expect("checked in the forward");
-            let mut dx = vec![0.0; dv.rows * k];
-            gemm::whole_product(&mut dx, View::rows(0, dv.rows, k, k), ds, dv, ws, wv.t());
+            let mut dx = vec![0.0; rows * k];
+            gemm::whole_product(&mut dx, View::rows(0, rows, k, k), &ds, dv, ws, wv.t());
             register!(grads, px, flex(dx, &x_shape));
         }
         if let (Some(_), Some(x)) = (&pw, &x) {
-            let x = contiguous(x.clone());
-            let (xs, xv) = as_rows(&x, k);
+            let xs = host(x);
+            let xv = View::rows(0, rows, k, k);
             let mut dw = vec![0.0; k * n];
-            gemm::whole_product(&mut dw, View::rows(0, k, n, n), xs, xv.t(), ds, dv);
+            gemm::whole_product(&mut dw, View::rows(0, k, n, n), &xs, xv.t(), &ds, dv);
             register!(grads, pw, flex(dw, &[k, n]));
         }
     }
